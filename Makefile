@@ -1,0 +1,203 @@
+# vramd: one non-recursive Makefile. Quiet unless V=1.
+#
+#   make            build vramd, libvram.so, vramctl
+#   make test       build and run every test (last line: N passed, N failed)
+#   make demo       run one co-located RL cycle on the host backend
+#   make asan       the same test suite under ASan + UBSan (build-asan/)
+#   make bench      control-path benchmark (bench/rpc)
+#   make test-gpu   GPU tests (needs a GPU; see docs/gpu.md)
+#   make bench-gpu  GPU benchmarks
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make proto      regenerate proto/vram.pb-c.[ch] from proto/vram.proto
+
+BUILD ?= build
+PREFIX ?= /usr/local
+DESTDIR ?=
+CC ?= cc
+SANITIZE ?=
+
+PKGS := libuv libprotobuf-c libsystemd
+DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
+	protobuf-c-compiler libsystemd-dev python3
+
+ifeq ($(V),1)
+Q :=
+msg = @true
+else
+Q := @
+msg = @printf '  %-8s %s\n' $(1) $(2);
+endif
+
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS_DAEMON = $(shell pkg-config --libs libuv libprotobuf-c libsystemd 2>/dev/null)
+PKG_LIBS_CLIENT = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)
+
+WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wvla -Wshadow \
+	-Wno-unused-parameter
+CFLAGS ?= -O2 -g
+ALL_CFLAGS := -std=gnu11 -fPIC -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANITIZE) \
+	-Iproto -Idaemon -Iclient -Iclient/include -Itests $(PKG_CFLAGS)
+# Generated code is not ours to lint.
+GEN_CFLAGS := $(filter-out -Werror -Wmissing-prototypes -Wshadow,$(ALL_CFLAGS))
+LDFLAGS_ALL := $(SANITIZE) $(LDFLAGS)
+
+PROTO_SRC := proto/vram.pb-c.c proto/wire.c
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+CLIENT_SRC := $(wildcard client/*.c)
+VRAMCTL_SRC := $(wildcard client/vramctl/*.c)
+HARNESS_SRC := $(wildcard tests/harness/*.c)
+UNIT_SRC := $(wildcard tests/unit/*.c)
+INTEG_SRC := $(wildcard tests/integration/*.c)
+GPU_SRC := $(wildcard tests/gpu/*.c)
+DEMO_SRC := $(wildcard demo/*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+PROTO_OBJ := $(call obj,$(PROTO_SRC))
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
+CLIENT_OBJ := $(call obj,$(CLIENT_SRC))
+HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
+
+VRAMD := $(BUILD)/vramd
+LIBVRAM := $(BUILD)/libvram.so.0
+VRAMCTL := $(BUILD)/vramctl
+RUNNER := $(BUILD)/tests/runner
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+INTEG_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
+GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(GPU_SRC))
+DEMO_BIN := $(patsubst demo/%.c,$(BUILD)/demo/%,$(DEMO_SRC))
+BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all deps test asan demo bench test-gpu bench-gpu install proto clean
+all: $(VRAMD) $(LIBVRAM) $(VRAMCTL)
+
+# ---- dependencies: install what is missing when root, else say how -----
+DEPS_STAMP := $(BUILD)/.deps-ok
+deps: $(DEPS_STAMP)
+$(DEPS_STAMP):
+	$(Q)./etc/install-deps.sh $(DEB_PKGS)
+	$(Q)mkdir -p $(@D) && touch $@
+
+# ---- objects --------------------------------------------------------------
+$(BUILD)/obj/proto/vram.pb-c.o: proto/vram.pb-c.c proto/vram.pb-c.h
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D) && $(CC) $(GEN_CFLAGS) -c -o $@ $<
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D) && $(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+proto/vram.pb-c.c proto/vram.pb-c.h: proto/vram.proto
+	$(call msg,PROTOC,$<)
+	$(Q)cd proto && protoc-c --c_out=. vram.proto
+proto: proto/vram.pb-c.c
+
+# Every object that includes the generated header waits for it.
+$(PROTO_OBJ) $(DAEMON_OBJ) $(CLIENT_OBJ): proto/vram.pb-c.h
+
+# ---- programs -------------------------------------------------------------
+$(BUILD)/libvramd.a: $(DAEMON_OBJ) $(PROTO_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libvram-internal.a: $(CLIENT_OBJ) $(PROTO_OBJ)
+	$(call msg,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(VRAMD): $(call obj,daemon/main.c) $(BUILD)/libvramd.a
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS_DAEMON) -ldl -lm
+
+$(LIBVRAM): $(CLIENT_OBJ) $(PROTO_OBJ) client/libvram.syms
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,libvram.so.0 \
+		-Wl,--version-script=client/libvram.syms -Wl,-z,defs \
+		-o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(PKG_LIBS_CLIENT) -ldl -lpthread
+	$(Q)ln -sf libvram.so.0 $(BUILD)/libvram.so
+
+# Programs that use only the public header link the shared library.
+PUBLIC_LINK = -L$(BUILD) -lvram -Wl,-rpath,'$$ORIGIN':'$$ORIGIN/..':'$$ORIGIN/../..'
+
+$(VRAMCTL): $(call obj,$(VRAMCTL_SRC)) $(LIBVRAM)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(call obj,$(VRAMCTL_SRC)) $(PUBLIC_LINK)
+
+$(BUILD)/demo/%: $(BUILD)/obj/demo/%.o $(LIBVRAM)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $< $(PUBLIC_LINK)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(HARNESS_OBJ) $(LIBVRAM)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $< $(HARNESS_OBJ) \
+		$(PUBLIC_LINK) -lpthread -lm -ldl
+
+# ---- tests ----------------------------------------------------------------
+# Unit tests link the internals they test, chosen by file name:
+# daemon_*.c the daemon's archive, client_*.c libvram's, wire_*.c proto.
+$(RUNNER): $(call obj,tests/runner.c)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $^
+
+TEST_MAIN := $(call obj,tests/test_main.c)
+
+$(BUILD)/tests/daemon_%: $(BUILD)/obj/tests/unit/daemon_%.o $(TEST_MAIN) $(HARNESS_OBJ) $(BUILD)/libvramd.a
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS_DAEMON) -ldl -lm
+
+$(BUILD)/tests/client_%: $(BUILD)/obj/tests/unit/client_%.o $(TEST_MAIN) $(HARNESS_OBJ) $(BUILD)/libvram-internal.a
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS_CLIENT) -ldl -lpthread
+
+$(BUILD)/tests/wire_%: $(BUILD)/obj/tests/unit/wire_%.o $(TEST_MAIN) $(HARNESS_OBJ) $(PROTO_OBJ)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS_CLIENT)
+
+# Integration tests use the public API against a real vramd.
+$(BUILD)/tests/%: $(BUILD)/obj/tests/integration/%.o $(TEST_MAIN) $(HARNESS_OBJ) $(LIBVRAM)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_MAIN) $(HARNESS_OBJ) \
+		$(PUBLIC_LINK) -lpthread -ldl
+
+$(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(TEST_MAIN) $(HARNESS_OBJ) $(LIBVRAM)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $< $(TEST_MAIN) $(HARNESS_OBJ) \
+		$(PUBLIC_LINK) -lpthread -ldl
+
+TEST_ENV = VRAMD_BIN=$(abspath $(VRAMD)) VRAMCTL_BIN=$(abspath $(VRAMCTL)) \
+	VRAM_BUILD=$(abspath $(BUILD))
+
+test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN)
+	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN)
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
+		SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' test
+
+test-gpu: all $(RUNNER) $(GPU_BIN)
+	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN)
+
+demo: all $(DEMO_BIN)
+	$(Q)$(TEST_ENV) ./demo/run.sh
+
+bench: all $(BENCH_BIN)
+	$(Q)$(TEST_ENV) $(BUILD)/bench/rpc
+
+bench-gpu: all $(BENCH_BIN)
+	$(Q)$(TEST_ENV) ./bench/gpu.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
+		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/systemd/system \
+		$(DESTDIR)/etc/vramd
+	install -m 755 $(VRAMD) $(VRAMCTL) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(LIBVRAM) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libvram.so.0 $(DESTDIR)$(PREFIX)/lib/libvram.so
+	install -m 644 client/include/vram.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 etc/vramd.service etc/vramd.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/
+	install -m 644 etc/vramd.conf $(DESTDIR)/etc/vramd/
+
+clean:
+	rm -rf build build-asan

@@ -1,0 +1,293 @@
+/* vram.h: the whole public API of libvram, the vramd client library.
+ *
+ * libvram connects to vramd, the per-node GPU memory broker, maps the
+ * memory of pools the daemon owns into this process at fixed virtual
+ * addresses, sub-allocates inside them, and pauses and resumes pools (its
+ * own or, with permission, anyone's on the node).
+ *
+ * Conventions:
+ * - Functions return 0 (or a count) on success and a negative errno on
+ *   failure. vram_last_error() then holds a message for this thread.
+ * - Handles are opaque. Closing NULL is a no-op; closing twice is a no-op;
+ *   vram_client_close() may run before or after the pools it made are
+ *   closed, and at exit (libvram closes what is left from an atexit handler
+ *   and from its destructor, in a safe order).
+ * - Nothing is printed unless a log handler is installed.
+ * - No thread is started unless vram_client_start_thread() is called.
+ * - Thread safety: a client and its pools may be used from several threads.
+ */
+#ifndef VRAM_H
+#define VRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VRAM_VERSION_MAJOR 0
+#define VRAM_VERSION_MINOR 1
+#define VRAM_VERSION_PATCH 0
+#define VRAM_VERSION_STRING "0.1.0"
+#define VRAM_VERSION_NUMBER \
+	(VRAM_VERSION_MAJOR * 10000 + VRAM_VERSION_MINOR * 100 + VRAM_VERSION_PATCH)
+
+/* The library's version string and number, which may differ from the
+ * header's when a newer libvram.so runs under an older program. */
+const char *vram_version(void);
+int vram_version_number(void);
+
+/* Default socket; the VRAM_SOCKET environment variable overrides it. */
+#define VRAM_DEFAULT_SOCKET "/run/vramd/vramd.sock"
+
+typedef struct vram_client vram_client;
+typedef struct vram_pool vram_pool;
+
+/* ---- logging ---------------------------------------------------------- */
+
+enum vram_log_level {
+	VRAM_LOG_ERROR = 0,
+	VRAM_LOG_WARN = 1,
+	VRAM_LOG_INFO = 2,
+	VRAM_LOG_DEBUG = 3,
+};
+
+typedef void (*vram_log_fn)(enum vram_log_level level, const char *msg,
+			    void *userdata);
+
+/* Installs a process-wide log handler for messages up to max_level. NULL
+ * removes it (the default: libvram prints nothing). The message string is
+ * only valid during the call. */
+void vram_set_log_handler(vram_log_fn fn, enum vram_log_level max_level,
+			  void *userdata);
+
+/* The message of the last failed call on this thread ("" if none). Valid
+ * until the next libvram call on this thread. */
+const char *vram_last_error(void);
+
+/* ---- connection --------------------------------------------------------- */
+
+/* Connects to vramd. path: the socket, or NULL for $VRAM_SOCKET or
+ * VRAM_DEFAULT_SOCKET. name: shown by vramctl (NULL: the program's name).
+ * flags: 0. On success *out is a client the caller owns until
+ * vram_client_close(). Errors: -ENOENT/-ECONNREFUSED no daemon, -EPROTO
+ * version mismatch, -EINVAL. */
+int vram_connect(const char *path, const char *name, unsigned flags,
+		 vram_client **out);
+
+/* Unmaps every pool this client still has open (their handles become
+ * closed, see vram_pool_close), closes the connection and frees the client.
+ * NULL and a second call are no-ops. Pools owned by this client are dropped
+ * by the daemon unless created with VRAM_POOL_PERSIST. */
+void vram_client_close(vram_client *c);
+
+/* Backend the daemon runs: "host", "cuda" or "hip". Owned by the client. */
+const char *vram_client_backend(vram_client *c);
+
+/* ---- events from the daemon ---------------------------------------------
+ * A third party (an RL controller, vramctl) may pause or resume a pool this
+ * process has mapped. The daemon then sends an event that libvram must
+ * handle: it waits for GPU work, saves the backup, unmaps and acknowledges.
+ * Events are handled during any libvram call that waits on the daemon, and
+ * otherwise by one of:
+ * - poll vram_client_fd() for POLLIN in the program's loop and call
+ *   vram_client_dispatch(c, 0) when readable;
+ * - or call vram_client_start_thread() once: a background thread does it.
+ */
+
+/* The connection's fd, for poll/epoll (POLLIN). Owned by the client: do
+ * not read from it or close it. */
+int vram_client_fd(vram_client *c);
+
+/* Handles every event that has arrived, waiting up to timeout_ms (0: do not
+ * wait, -1: forever) for the first one. Returns the number handled or
+ * -errno (-EPIPE: the daemon went away; pools keep their memory). */
+int vram_client_dispatch(vram_client *c, int timeout_ms);
+
+/* Starts one background thread that handles events until the client is
+ * closed. Returns 0, -EALREADY, or -errno from pthread_create. */
+int vram_client_start_thread(vram_client *c);
+
+/* ---- pools -------------------------------------------------------------- */
+
+enum vram_policy {
+	VRAM_POLICY_DISCARD = 0, /* content dropped on pause (KV cache) */
+	VRAM_POLICY_HOST = 1,    /* content kept in host memory (weights) */
+};
+
+enum vram_state {
+	VRAM_STATE_ACTIVE = 0,
+	VRAM_STATE_PAUSING = 1,
+	VRAM_STATE_PAUSED = 2,
+	VRAM_STATE_RESUMING = 3,
+};
+
+/* Pool creation flags. */
+#define VRAM_POOL_PERSIST 0x1u /* outlives its owner's session; re-open it */
+
+/* Open flags. */
+#define VRAM_OPEN_READONLY 0x1u
+
+struct vram_pool_options {
+	const char *name;       /* unique on the node; required */
+	const char *tag;        /* e.g. "weights", "kv_cache"; NULL: "default" */
+	unsigned device;        /* device index */
+	enum vram_policy policy;
+	uint64_t reserve_bytes; /* virtual range size; 0: the device's total */
+	unsigned flags;         /* VRAM_POOL_* */
+};
+
+/* Creates a pool owned by this client and reserves its virtual range. No
+ * physical memory is taken until the first vram_alloc/vram_pool_reserve.
+ * *out is owned by the caller until vram_pool_close() or until the client
+ * is closed. Errors: -EEXIST name taken, -ENODEV no such device, -EINVAL,
+ * -ENOMEM. */
+int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
+		     vram_pool **out);
+
+/* Maps an existing pool (another process's, or a persistent pool of ours
+ * that lost its owner: then this client becomes the owner). flags:
+ * VRAM_OPEN_READONLY. Other processes' pools can be read and written at
+ * vram_pool_base() but not sub-allocated. -ENOENT no such pool, -EPERM. */
+int vram_pool_open(vram_client *c, const char *name, unsigned flags,
+		   vram_pool **out);
+
+/* Unmaps the pool and frees the handle; pointers into it become invalid.
+ * If this client owns the pool it is dropped (unless VRAM_POOL_PERSIST).
+ * NULL and a second call are no-ops. */
+void vram_pool_close(vram_pool *p);
+
+/* Drops a pool by name (owner, same uid, or root): every mapper loses it
+ * and its memory and backup are freed. */
+int vram_pool_drop(vram_client *c, const char *name);
+
+/* Base address of the pool's virtual range (device pointer on GPUs); stays
+ * the same across pause and resume. */
+uintptr_t vram_pool_base(vram_pool *p);
+/* Physical bytes mapped (0 while paused is not reported: this is the
+ * pool's size, which pause keeps). */
+uint64_t vram_pool_size(vram_pool *p);
+/* State as this process last saw it. */
+enum vram_state vram_pool_state(vram_pool *p);
+const char *vram_pool_name(vram_pool *p);
+
+/* Grows the pool so that at least bytes are mapped. */
+int vram_pool_reserve(vram_pool *p, uint64_t bytes);
+
+/* Sub-allocates size bytes (aligned to 256) from the pool, growing it by a
+ * large chunk through the daemon when full. The pointer is valid until
+ * vram_free or vram_pool_close, across pause/resume (its content is lost
+ * on pause for VRAM_POLICY_DISCARD). -EBUSY while paused, -ENOMEM,
+ * -EPERM on a pool this client does not own. */
+int vram_alloc(vram_pool *p, size_t size, void **ptr);
+/* Frees a pointer from vram_alloc. NULL is a no-op; -EINVAL if unknown. */
+int vram_free(vram_pool *p, void *ptr);
+
+/* ---- pause and resume --------------------------------------------------- */
+
+/* Which pools: every field that is set must match. An empty selector
+ * matches nothing unless all is 1. */
+struct vram_selector {
+	const char *name;  /* pool name or NULL */
+	const char *tag;   /* tag or NULL */
+	uint32_t owner_pid; /* 0: any */
+	int all;           /* 1: every pool (with the fields above) */
+};
+
+/* What a pause or resume did. */
+struct vram_report {
+	uint32_t pools;       /* pools that changed state */
+	uint64_t bytes;       /* bytes released (pause) or brought back */
+	uint64_t free_before; /* device free memory before, all devices */
+	uint64_t free_after;  /* and after */
+	uint32_t failed;      /* pools that did not complete */
+};
+
+/* Pauses every selected pool: mappers save backups and unmap, then the
+ * physical memory returns to the device. Blocks until done or until
+ * timeout_ms (0: the daemon's default) passes for a mapper's ack. report
+ * may be NULL. Returns 0 when every pool paused; -ETIMEDOUT (pools stay
+ * PAUSING, vram_last_error names the late pids; call again to wait more),
+ * -EALREADY if all were paused, or another -errno; report is filled in
+ * every case. */
+int vram_pause(vram_client *c, const struct vram_selector *sel,
+	       unsigned timeout_ms, struct vram_report *report);
+
+/* Resumes every selected pool at the same addresses, restoring backups.
+ * -ENOMEM if the device lacks the memory: the pool stays PAUSED with its
+ * backup, and the call can be retried. */
+int vram_resume(vram_client *c, const struct vram_selector *sel,
+		unsigned timeout_ms, struct vram_report *report);
+
+/* Shortcuts for one pool of this client. */
+int vram_pool_pause(vram_pool *p, struct vram_report *report);
+int vram_pool_resume(vram_pool *p, struct vram_report *report);
+
+/* ---- inspection --------------------------------------------------------- */
+
+struct vram_mapper_info {
+	uint32_t pid;
+	uint32_t uid;
+	char name[64];
+	int readonly;
+};
+
+struct vram_pool_info {
+	uint64_t id;
+	char name[128];
+	char tag[64];
+	unsigned device;
+	enum vram_state state;
+	enum vram_policy policy;
+	uint64_t bytes;         /* pool size (kept while paused) */
+	uint64_t reserve_bytes;
+	uint64_t backup_bytes;
+	uint32_t chunks;
+	uint32_t owner_pid;     /* 0: orphaned persistent pool */
+	uint32_t owner_uid;
+	char owner_name[64];
+	unsigned flags;
+	uint32_t n_mappers;
+	struct vram_mapper_info *mappers; /* n_mappers entries */
+};
+
+/* Lists pools matching sel (NULL: all). *out is an array of *n entries
+ * owned by the caller; free it with vram_pool_info_free(*out, *n). */
+int vram_list(vram_client *c, const struct vram_selector *sel,
+	      struct vram_pool_info **out, size_t *n);
+void vram_pool_info_free(struct vram_pool_info *infos, size_t n);
+
+struct vram_device_info {
+	unsigned index;
+	char uuid[64];
+	uint64_t total_bytes;
+	uint64_t free_bytes;
+	uint64_t granularity;
+};
+
+#define VRAM_MAX_DEVICES 16
+
+struct vram_stats {
+	char backend[16];
+	char daemon_version[32];
+	uint32_t sessions;
+	uint32_t pools;
+	uint64_t used_bytes;   /* device bytes held through vramd */
+	uint64_t backup_bytes; /* host bytes in backups */
+	uint32_t open_fds;     /* the daemon's open fds */
+	uint64_t uptime_ms;
+	unsigned n_devices;
+	struct vram_device_info devices[VRAM_MAX_DEVICES];
+};
+
+int vram_stats(vram_client *c, struct vram_stats *out);
+
+/* Human names: "active", "paused", ...; "discard", "host". Static. */
+const char *vram_state_name(enum vram_state s);
+const char *vram_policy_name(enum vram_policy p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,83 @@
+/* The daemon's side of a backend: how physical memory is made and freed.
+ * Nothing above this interface knows which backend runs. The client's side
+ * (importing, mapping, copying) is client/vmm.h.
+ *
+ * A chunk is one physical allocation, exported as a POSIX fd. The fd is the
+ * daemon's reference: the memory stays allocated while the daemon holds the
+ * fd or any client holds an import or mapping of it, and returns to the
+ * device when all of them are gone.
+ */
+#ifndef VRAMD_BACKEND_H
+#define VRAMD_BACKEND_H
+
+#include <stdint.h>
+
+#define BACKEND_MAX_DEVICES 16
+
+struct backend_device {
+	unsigned index;
+	char uuid[64];
+	uint64_t total_bytes;
+	uint64_t granularity; /* chunk sizes are multiples of this */
+};
+
+/* One physical allocation held by the daemon. */
+struct chunk {
+	uint64_t offset;  /* in the pool's range; set by the pool */
+	uint64_t size;
+	int fd;           /* exported handle, owned by the daemon */
+	uintptr_t handle; /* backend-private, 0 if unused */
+};
+
+struct backend;
+
+struct backend_ops {
+	const char *name;
+	/* Frees everything the backend holds; chunks must be released first. */
+	void (*destroy)(struct backend *b);
+	/* Device free and total memory as the device reports it (for the host
+	 * backend: the configured capacity less the chunks alive). */
+	int (*mem_info)(struct backend *b, unsigned dev, uint64_t *free_bytes,
+			uint64_t *total_bytes);
+	/* Makes a chunk of c->size bytes (a multiple of the granularity) on
+	 * dev and fills c->fd (CLOEXEC) and c->handle. -ENOMEM when the
+	 * device is full; nothing is held on failure. */
+	int (*chunk_create)(struct backend *b, unsigned dev, struct chunk *c);
+	/* Drops the daemon's reference: closes c->fd and sets it to -1. */
+	void (*chunk_release)(struct backend *b, unsigned dev, struct chunk *c);
+};
+
+struct backend {
+	const struct backend_ops *ops;
+	unsigned n_devices;
+	struct backend_device devices[BACKEND_MAX_DEVICES];
+	uint64_t used_bytes; /* bytes in chunks the daemon holds */
+	void *priv;
+};
+
+struct backend_config {
+	const char *name;       /* "auto", "host", "cuda", "hip" */
+	uint64_t host_capacity; /* per emulated device */
+	unsigned host_devices;
+	uint64_t host_granularity;
+};
+
+/* Opens the named backend ("auto": cuda, then hip, then host). Returns 0
+ * and fills *out (free with backend_destroy), or -errno with a message in
+ * the log: -ENOENT when the backend's library is absent, -ENODEV when it
+ * sees no device. */
+int backend_open(const struct backend_config *cfg, struct backend **out);
+void backend_destroy(struct backend *b);
+
+/* Chunk helpers that keep used_bytes in step. */
+int backend_chunk_create(struct backend *b, unsigned dev, struct chunk *c);
+void backend_chunk_release(struct backend *b, unsigned dev, struct chunk *c);
+int backend_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
+		     uint64_t *total_bytes);
+
+/* Each backend's constructor; -ENOENT/-ENODEV when it cannot run here. */
+int backend_host_open(const struct backend_config *cfg, struct backend **out);
+int backend_cuda_open(const struct backend_config *cfg, struct backend **out);
+int backend_hip_open(const struct backend_config *cfg, struct backend **out);
+
+#endif
