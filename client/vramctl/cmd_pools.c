@@ -1,0 +1,374 @@
+/* vramctl ls, show and drop: the pools on the node. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vramctl.h"
+
+static const char ls_help[] =
+	"Usage: vramctl ls [--tag TAG] [--owner PID] [--json]\n"
+	"\n"
+	"Lists the pools on the node, one row each: NAME, OWNER (pid/name),\n"
+	"TAG, DEV, STATE, BYTES, POLICY, MAPPERS. With --tag or --owner only\n"
+	"the pools that match (both, when both are given); then exit status 4\n"
+	"says that none did. --json prints an array of pool objects with every\n"
+	"field, mappers included.\n";
+
+static const char show_help[] =
+	"Usage: vramctl show POOL [--json]\n"
+	"\n"
+	"Shows every field of one pool: owner, state, policy, sizes, chunks,\n"
+	"backup, flags, and each process that maps it (pid, uid, name, rw/ro).\n"
+	"Exit status 4 if there is no such pool.\n";
+
+static const char drop_help[] =
+	"Usage: vramctl drop POOL [--json]\n"
+	"\n"
+	"Drops a pool: every process that maps it loses it, and its device\n"
+	"memory and host backup are freed. Needs the owner's uid or root.\n"
+	"Exit status 4 if there is no such pool.\n";
+
+/* Names for the VRAM_POOL_* bits we know; others print as hex. */
+static const char *pool_flags_text(unsigned flags, char *buf, size_t size)
+{
+	unsigned unknown = flags & ~VRAM_POOL_PERSIST;
+
+	if (flags == 0)
+		snprintf(buf, size, "none");
+	else if (unknown == 0)
+		snprintf(buf, size, "persist");
+	else
+		snprintf(buf, size, "%s0x%x", flags & VRAM_POOL_PERSIST ?
+			 "persist," : "", unknown);
+	return buf;
+}
+
+void pool_json(struct json *j, const struct vram_pool_info *p)
+{
+	json_object_begin(j);
+	json_kv_uint(j, "id", p->id);
+	json_kv_string(j, "name", p->name);
+	json_kv_string(j, "tag", p->tag);
+	json_kv_uint(j, "device", p->device);
+	json_kv_string(j, "state", fmt_state(p->state));
+	json_kv_string(j, "policy", fmt_policy(p->policy));
+	json_kv_uint(j, "bytes", p->bytes);
+	json_kv_uint(j, "reserve_bytes", p->reserve_bytes);
+	json_kv_uint(j, "backup_bytes", p->backup_bytes);
+	json_kv_uint(j, "chunks", p->chunks);
+	json_kv_uint(j, "owner_pid", p->owner_pid);
+	json_kv_uint(j, "owner_uid", p->owner_uid);
+	json_kv_string(j, "owner_name", p->owner_name);
+	json_kv_bool(j, "orphaned", p->owner_pid == 0);
+	json_kv_uint(j, "flags", p->flags);
+	json_kv_bool(j, "persistent", (p->flags & VRAM_POOL_PERSIST) != 0);
+	json_key(j, "mappers");
+	json_array_begin(j);
+	for (uint32_t i = 0; i < p->n_mappers && p->mappers; i++) {
+		const struct vram_mapper_info *m = &p->mappers[i];
+
+		json_object_begin(j);
+		json_kv_uint(j, "pid", m->pid);
+		json_kv_uint(j, "uid", m->uid);
+		json_kv_string(j, "name", m->name);
+		json_kv_string(j, "access", m->readonly ? "ro" : "rw");
+		json_object_end(j);
+	}
+	json_array_end(j);
+	json_object_end(j);
+}
+
+/* "1234/engine", or "-" for an orphaned persistent pool. */
+static const char *pool_owner_text(const struct vram_pool_info *p,
+				   char *buf, size_t size)
+{
+	if (p->owner_pid == 0)
+		snprintf(buf, size, "-");
+	else if (p->owner_name[0])
+		snprintf(buf, size, "%" PRIu32 "/%s", p->owner_pid,
+			 p->owner_name);
+	else
+		snprintf(buf, size, "%" PRIu32, p->owner_pid);
+	return buf;
+}
+
+static int pool_compare_name(const void *a, const void *b)
+{
+	const struct vram_pool_info *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+static int ls_print_text(const struct vram_pool_info *pools, size_t n)
+{
+	static const struct table_column cols[] = {
+		{ "NAME", TABLE_LEFT },	  { "OWNER", TABLE_LEFT },
+		{ "TAG", TABLE_LEFT },	  { "DEV", TABLE_RIGHT },
+		{ "STATE", TABLE_LEFT },  { "BYTES", TABLE_RIGHT },
+		{ "POLICY", TABLE_LEFT }, { "MAPPERS", TABLE_RIGHT },
+	};
+	char owner[CTL_FMT_MAX], size[CTL_FMT_MAX];
+	struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const struct vram_pool_info *p = &pools[i];
+
+		table_cell(t, "%s", p->name);
+		table_cell(t, "%s", pool_owner_text(p, owner, sizeof(owner)));
+		table_cell(t, "%s", p->tag);
+		table_cell(t, "%u", p->device);
+		table_cell(t, "%s", fmt_state(p->state));
+		table_cell(t, "%s", fmt_bytes(p->bytes, size, sizeof(size)));
+		table_cell(t, "%s", fmt_policy(p->policy));
+		table_cell(t, "%" PRIu32, p->n_mappers);
+	}
+	r = table_print(t, stdout, 0);
+	table_free(t);
+	return r;
+}
+
+static int ls_print_json(const struct vram_pool_info *pools, size_t n)
+{
+	struct json j;
+
+	json_init(&j, stdout);
+	json_array_begin(&j);
+	for (size_t i = 0; i < n; i++)
+		pool_json(&j, &pools[i]);
+	json_array_end(&j);
+	return json_finish(&j);
+}
+
+int cmd_ls(struct ctl *ctl, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CTL_COMMON_LONGOPTS,
+		{ "tag", required_argument, NULL, 'T' },
+		{ "owner", required_argument, NULL, 'o' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct vram_selector sel = { .all = 1 };
+	struct vram_pool_info *pools = NULL;
+	char msg[CTL_FMT_MAX];
+	bool filtered = false;
+	size_t n = 0;
+	uint64_t v;
+	int opt, r;
+
+	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS "T:o:",
+				  longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'T':
+			if (!*optarg)
+				return ctl_usage_error(ctl, "--tag needs a tag");
+			sel.tag = optarg;
+			filtered = true;
+			break;
+		case 'o':
+			if (ctl_parse_uint(optarg, UINT32_MAX, &v) < 0 || v == 0)
+				return ctl_usage_error(ctl, "--owner wants a pid, not '%s'",
+						       optarg);
+			sel.owner_pid = (uint32_t)v;
+			filtered = true;
+			break;
+		default:
+			r = ctl_common_option(ctl, opt, optarg);
+			if (r == CTL_HELP) {
+				fputs(ls_help, stdout);
+				return CTL_EXIT_OK;
+			}
+			if (r)
+				return r;
+		}
+	}
+	if (optind < argc)
+		return ctl_usage_error(ctl, "unexpected argument '%s'",
+				       argv[optind]);
+
+	r = ctl_connect(ctl);
+	if (r)
+		return r;
+	/* all = 1 with fields set means "every pool with these fields". */
+	r = vram_list(ctl->client, filtered ? &sel : NULL, &pools, &n);
+	if (r == -ENOENT) {
+		n = 0; /* nothing matched: an empty list, not a failure */
+	} else if (r < 0) {
+		ctl_save_error(r, msg, sizeof(msg));
+		return ctl_report_error(ctl, "cannot list pools", r, msg);
+	}
+	if (n > 1)
+		qsort(pools, n, sizeof(*pools), pool_compare_name);
+	r = ctl->json ? ls_print_json(pools, n) : ls_print_text(pools, n);
+	vram_pool_info_free(pools, n);
+	r = ctl_output_done(ctl, r);
+	if (r == CTL_EXIT_OK && filtered && n == 0)
+		return CTL_EXIT_NO_MATCH;
+	return r;
+}
+
+static int show_print_text(const struct vram_pool_info *p)
+{
+	static const struct table_column cols[] = {
+		{ "PID", TABLE_RIGHT },
+		{ "UID", TABLE_RIGHT },
+		{ "NAME", TABLE_LEFT },
+		{ "ACCESS", TABLE_LEFT },
+	};
+	char a[CTL_FMT_MAX], b[CTL_FMT_MAX];
+	struct table *t;
+	int r;
+
+	printf("name      %s\n", fmt_safe(p->name, a, sizeof(a)));
+	printf("id        %" PRIu64 "\n", p->id);
+	printf("tag       %s\n", fmt_safe(p->tag, a, sizeof(a)));
+	printf("device    %u\n", p->device);
+	printf("state     %s\n", fmt_state(p->state));
+	printf("policy    %s\n", fmt_policy(p->policy));
+	if (p->owner_pid)
+		printf("owner     pid %" PRIu32 " (%s), uid %" PRIu32 "\n",
+		       p->owner_pid, fmt_safe(p->owner_name, a, sizeof(a)),
+		       p->owner_uid);
+	else
+		printf("owner     none (orphaned; uid %" PRIu32 " may re-open it)\n",
+		       p->owner_uid);
+	printf("bytes     %s (%" PRIu64 ")\n", fmt_bytes(p->bytes, a, sizeof(a)),
+	       p->bytes);
+	printf("chunks    %" PRIu32 "\n", p->chunks);
+	printf("reserve   %s (%" PRIu64 ")\n",
+	       fmt_bytes(p->reserve_bytes, a, sizeof(a)), p->reserve_bytes);
+	printf("backup    %s (%" PRIu64 ")\n",
+	       fmt_bytes(p->backup_bytes, a, sizeof(a)), p->backup_bytes);
+	printf("flags     %s\n", pool_flags_text(p->flags, b, sizeof(b)));
+	printf("mappers   %" PRIu32 "\n", p->n_mappers);
+	if (p->n_mappers == 0 || !p->mappers)
+		return 0;
+
+	t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
+	if (!t)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_mappers; i++) {
+		const struct vram_mapper_info *m = &p->mappers[i];
+
+		table_cell(t, "%" PRIu32, m->pid);
+		table_cell(t, "%" PRIu32, m->uid);
+		table_cell(t, "%s", m->name[0] ? m->name : "-");
+		table_cell(t, "%s", m->readonly ? "ro" : "rw");
+	}
+	r = table_print(t, stdout, 2);
+	table_free(t);
+	return r;
+}
+
+/* Reads the operand POOL of show and drop: exactly one, not empty. */
+static int pool_operand(struct ctl *ctl, int argc, char **argv,
+			const char **name)
+{
+	if (optind >= argc)
+		return ctl_usage_error(ctl, "which pool? (give its name)");
+	if (optind + 1 < argc)
+		return ctl_usage_error(ctl, "unexpected argument '%s'",
+				       argv[optind + 1]);
+	if (!argv[optind][0])
+		return ctl_usage_error(ctl, "a pool name cannot be empty");
+	*name = argv[optind];
+	return 0;
+}
+
+/* Parses a command that takes only the common options and one POOL. */
+static int pool_command_args(struct ctl *ctl, int argc, char **argv,
+			     const char *help, const char **name)
+{
+	static const struct option longopts[] = { CTL_COMMON_LONGOPTS,
+						  { NULL, 0, NULL, 0 } };
+	int opt, r;
+
+	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS, longopts,
+				  NULL)) != -1) {
+		r = ctl_common_option(ctl, opt, optarg);
+		if (r == CTL_HELP) {
+			fputs(help, stdout);
+			return CTL_HELP;
+		}
+		if (r)
+			return r;
+	}
+	return pool_operand(ctl, argc, argv, name);
+}
+
+int cmd_show(struct ctl *ctl, int argc, char **argv)
+{
+	struct vram_selector sel = { 0 };
+	struct vram_pool_info *pools = NULL;
+	char msg[CTL_FMT_MAX], what[CTL_FMT_MAX];
+	size_t n = 0;
+	int r;
+
+	r = pool_command_args(ctl, argc, argv, show_help, &sel.name);
+	if (r)
+		return r == CTL_HELP ? CTL_EXIT_OK : r;
+	r = ctl_connect(ctl);
+	if (r)
+		return r;
+	r = vram_list(ctl->client, &sel, &pools, &n);
+	if (r == -ENOENT) {
+		pools = NULL; /* nothing matched */
+		n = 0;
+	} else if (r < 0) {
+		ctl_save_error(r, msg, sizeof(msg));
+		return ctl_report_error(ctl, "cannot list pools", r, msg);
+	}
+	if (n == 0) {
+		vram_pool_info_free(pools, n);
+		return ctl_report_error(ctl,
+					fmt_safe(sel.name, what, sizeof(what)),
+					-ENOENT, "no such pool");
+	}
+	if (ctl->json) {
+		struct json j;
+
+		json_init(&j, stdout);
+		pool_json(&j, &pools[0]);
+		r = json_finish(&j);
+	} else {
+		r = show_print_text(&pools[0]);
+	}
+	vram_pool_info_free(pools, n);
+	return ctl_output_done(ctl, r);
+}
+
+int cmd_drop(struct ctl *ctl, int argc, char **argv)
+{
+	const char *name = NULL;
+	char msg[CTL_FMT_MAX], safe[CTL_FMT_MAX];
+	int r;
+
+	r = pool_command_args(ctl, argc, argv, drop_help, &name);
+	if (r)
+		return r == CTL_HELP ? CTL_EXIT_OK : r;
+	r = ctl_connect(ctl);
+	if (r)
+		return r;
+	r = vram_pool_drop(ctl->client, name);
+	if (r < 0) {
+		ctl_save_error(r, msg, sizeof(msg));
+		return ctl_report_error(ctl, fmt_safe(name, safe, sizeof(safe)),
+					r, msg);
+	}
+	if (ctl->json) {
+		struct json j;
+
+		json_init(&j, stdout);
+		json_object_begin(&j);
+		json_kv_string(&j, "command", "drop");
+		json_kv_string(&j, "pool", name);
+		json_kv_bool(&j, "dropped", true);
+		json_object_end(&j);
+		return ctl_output_done(ctl, json_finish(&j));
+	}
+	printf("dropped %s\n", fmt_safe(name, safe, sizeof(safe)));
+	return CTL_EXIT_OK;
+}

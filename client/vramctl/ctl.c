@@ -1,0 +1,194 @@
+/* What every vramctl command shares: the common options, the connection to
+ * vramd, and turning libvram errors into messages and exit codes. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vramctl.h"
+
+int ctl_parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	/* strtoull accepts "-1" as a huge number and leading blanks: we
+	 * want plain decimal digits only. */
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* The line that follows every usage error. */
+static void ctl_usage_hint(const struct ctl *ctl)
+{
+	if (ctl->command)
+		fprintf(stderr, "Try 'vramctl %s --help'.\n", ctl->command);
+	else
+		fputs("Try 'vramctl --help'.\n", stderr);
+}
+
+int ctl_usage_error(const struct ctl *ctl, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("vramctl: ", stderr);
+	if (ctl->command)
+		fprintf(stderr, "%s: ", ctl->command);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	ctl_usage_hint(ctl);
+	return CTL_EXIT_USAGE;
+}
+
+int ctl_common_option(struct ctl *ctl, int opt, const char *arg)
+{
+	uint64_t v;
+
+	switch (opt) {
+	case 'h':
+		return CTL_HELP;
+	case 'j':
+		ctl->json = true;
+		return 0;
+	case 's':
+		if (!*arg)
+			return ctl_usage_error(ctl, "--socket needs a path");
+		ctl->socket = arg;
+		return 0;
+	case 't':
+		if (ctl_parse_uint(arg, UINT32_MAX, &v) < 0)
+			return ctl_usage_error(ctl,
+					       "--timeout wants milliseconds, not '%s'",
+					       arg);
+		ctl->timeout_ms = (unsigned)v;
+		return 0;
+	default:
+		/* getopt_long has printed what was wrong. */
+		ctl_usage_hint(ctl);
+		return CTL_EXIT_USAGE;
+	}
+}
+
+void ctl_save_error(int err, char *buf, size_t size)
+{
+	const char *msg = vram_last_error();
+
+	if (!msg || !*msg)
+		msg = strerror(err < 0 ? -err : err);
+	snprintf(buf, size, "%s", msg);
+}
+
+int ctl_exit_code(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case 0:
+		return CTL_EXIT_OK;
+	case ENOENT:
+		return CTL_EXIT_NO_MATCH;
+	case ETIMEDOUT:
+		return CTL_EXIT_TIMEOUT;
+	case EPIPE:
+	case ECONNRESET:
+	case ENOTCONN:
+		return CTL_EXIT_CONNECT;
+	default:
+		return CTL_EXIT_FAILED;
+	}
+}
+
+/* Prints an error as ctl_report_error() describes, with a given exit code
+ * (shown in the JSON form) and returns that code. */
+static int ctl_print_error(const struct ctl *ctl, const char *what, int err,
+			   const char *message, int code)
+{
+	char safe[CTL_FMT_MAX];
+
+	if (err < 0)
+		err = -err;
+	if (ctl->json) {
+		struct json j;
+
+		json_init(&j, stdout);
+		json_object_begin(&j);
+		json_kv_string(&j, "command", ctl->command);
+		json_key(&j, "error");
+		json_object_begin(&j);
+		json_kv_string(&j, "what", what);
+		json_kv_int(&j, "errno", err);
+		json_kv_string(&j, "name", fmt_errno_name(err));
+		json_kv_string(&j, "message", message);
+		json_object_end(&j);
+		json_kv_int(&j, "exit_code", code);
+		json_object_end(&j);
+		json_finish(&j);
+	} else {
+		fprintf(stderr, "vramctl: %s%s%s: %s\n",
+			ctl->command ? ctl->command : "",
+			ctl->command ? ": " : "", what,
+			fmt_safe(message, safe, sizeof(safe)));
+	}
+	return code;
+}
+
+int ctl_report_error(const struct ctl *ctl, const char *what, int err,
+		     const char *message)
+{
+	return ctl_print_error(ctl, what, err, message, ctl_exit_code(err));
+}
+
+int ctl_output_done(const struct ctl *ctl, int r)
+{
+	if (r == 0)
+		return CTL_EXIT_OK;
+	/* Said on stderr even with --json: stdout holds a partial result. */
+	fprintf(stderr, "vramctl: %s: cannot print the result: %s\n",
+		ctl->command ? ctl->command : "", strerror(-r));
+	return CTL_EXIT_FAILED;
+}
+
+/* The socket libvram will use, for messages only. */
+static const char *ctl_socket_path(const struct ctl *ctl)
+{
+	const char *env = getenv("VRAM_SOCKET");
+
+	if (ctl->socket)
+		return ctl->socket;
+	return env && *env ? env : VRAM_DEFAULT_SOCKET;
+}
+
+int ctl_connect(struct ctl *ctl)
+{
+	char err[CTL_FMT_MAX], msg[CTL_FMT_MAX + 64], what[CTL_FMT_MAX];
+	const char *hint = "";
+	int r;
+
+	if (ctl->client)
+		return 0;
+	r = vram_connect(ctl->socket, "vramctl", 0, &ctl->client);
+	if (r == 0)
+		return 0;
+	ctl->client = NULL;
+	ctl_save_error(r, err, sizeof(err));
+	if (r == -ENOENT || r == -ECONNREFUSED)
+		hint = " (is vramd running?)";
+	else if (r == -EACCES)
+		hint = " (is this user in the socket's group?)";
+	snprintf(msg, sizeof(msg), "%s%s", err, hint);
+	snprintf(what, sizeof(what), "cannot connect to vramd at %s",
+		 ctl_socket_path(ctl));
+	return ctl_print_error(ctl, what, r, msg, CTL_EXIT_CONNECT);
+}
+
+void ctl_disconnect(struct ctl *ctl)
+{
+	vram_client_close(ctl->client);
+	ctl->client = NULL;
+}
