@@ -19,6 +19,7 @@ struct backend_device {
 	char uuid[64];
 	uint64_t total_bytes;
 	uint64_t granularity; /* chunk sizes are multiples of this */
+	uint64_t used_bytes;  /* in chunks the daemon holds on this device */
 };
 
 /* One physical allocation held by the daemon. */

@@ -1,0 +1,95 @@
+/* Picks a backend and keeps the daemon's accounting of what it holds. */
+#include "backend.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "log.h"
+
+/* A GPU backend is compiled in when its file is part of the build; the
+ * weak references let a build without one link and report ENOENT. */
+__attribute__((weak)) int backend_cuda_open(const struct backend_config *cfg,
+					    struct backend **out);
+__attribute__((weak)) int backend_hip_open(const struct backend_config *cfg,
+					   struct backend **out);
+
+static int open_gpu(int (*open_fn)(const struct backend_config *,
+				   struct backend **),
+		    const struct backend_config *cfg, struct backend **out)
+{
+	return open_fn ? open_fn(cfg, out) : -ENOENT;
+}
+
+int backend_open(const struct backend_config *cfg, struct backend **out)
+{
+	int r;
+
+	if (strcmp(cfg->name, "host") == 0)
+		return backend_host_open(cfg, out);
+	if (strcmp(cfg->name, "cuda") == 0)
+		return open_gpu(backend_cuda_open, cfg, out);
+	if (strcmp(cfg->name, "hip") == 0)
+		return open_gpu(backend_hip_open, cfg, out);
+	if (strcmp(cfg->name, "auto") != 0)
+		return -EINVAL;
+
+	r = open_gpu(backend_cuda_open, cfg, out);
+	if (r == 0)
+		return 0;
+	log_info("backend auto: cuda unavailable (%s)", strerror(-r));
+	r = open_gpu(backend_hip_open, cfg, out);
+	if (r == 0)
+		return 0;
+	log_info("backend auto: hip unavailable (%s); using host memory",
+		 strerror(-r));
+	return backend_host_open(cfg, out);
+}
+
+void backend_destroy(struct backend *b)
+{
+	if (b)
+		b->ops->destroy(b);
+}
+
+int backend_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
+{
+	if (dev >= b->n_devices)
+		return -ENODEV;
+	if (c->size == 0 || c->size % b->devices[dev].granularity)
+		return -EINVAL;
+	int r = b->ops->chunk_create(b, dev, c);
+	if (r < 0) {
+		c->fd = -1;
+		return r;
+	}
+	b->devices[dev].used_bytes += c->size;
+	b->used_bytes += c->size;
+	return 0;
+}
+
+void backend_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
+{
+	if (c->fd < 0)
+		return;
+	b->ops->chunk_release(b, dev, c);
+	c->fd = -1;
+	c->handle = 0;
+	b->devices[dev].used_bytes -= c->size;
+	b->used_bytes -= c->size;
+}
+
+int backend_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
+		     uint64_t *total_bytes)
+{
+	uint64_t f = 0, t = 0;
+	if (dev >= b->n_devices)
+		return -ENODEV;
+	int r = b->ops->mem_info(b, dev, &f, &t);
+	if (r < 0)
+		return r;
+	if (free_bytes)
+		*free_bytes = f;
+	if (total_bytes)
+		*total_bytes = t;
+	return 0;
+}

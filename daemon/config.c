@@ -1,0 +1,178 @@
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "wire.h"
+
+void config_defaults(struct config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	snprintf(cfg->socket, sizeof(cfg->socket), "/run/vramd/vramd.sock");
+	snprintf(cfg->backend, sizeof(cfg->backend), "auto");
+	cfg->host_capacity = 8ull << 30;
+	cfg->host_devices = 1;
+	cfg->host_granularity = 2ull << 20;
+	cfg->log_level = LOG_INFO;
+	cfg->ack_timeout_ms = 10000;
+	cfg->chunk_max = 1ull << 30;
+	cfg->max_sessions = 256;
+	cfg->max_pools = 1024;
+	cfg->max_chunks = 240;
+	cfg->socket_mode = 0660;
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -EINVAL;
+	unsigned shift = 0;
+	switch (toupper((unsigned char)*end)) {
+	case 'K': shift = 10; end++; break;
+	case 'M': shift = 20; end++; break;
+	case 'G': shift = 30; end++; break;
+	case 'T': shift = 40; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end != '\0')
+		return -EINVAL;
+	if (shift && v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 0);
+	if (errno || end == s || *end || *s == '-' || v < min || v > max)
+		return -EINVAL;
+	*out = (unsigned)v;
+	return 0;
+}
+
+int config_set(struct config *cfg, const char *key, const char *value)
+{
+	uint64_t size;
+	int r;
+
+	if (strcmp(key, "socket") == 0) {
+		if (strlen(value) >= sizeof(cfg->socket) || !*value)
+			return -EINVAL;
+		snprintf(cfg->socket, sizeof(cfg->socket), "%s", value);
+		return 0;
+	}
+	if (strcmp(key, "backend") == 0) {
+		if (strcmp(value, "auto") && strcmp(value, "host") &&
+		    strcmp(value, "cuda") && strcmp(value, "hip"))
+			return -EINVAL;
+		snprintf(cfg->backend, sizeof(cfg->backend), "%s", value);
+		return 0;
+	}
+	if (strcmp(key, "log_level") == 0) {
+		r = log_level_parse(value);
+		if (r < 0)
+			return r;
+		cfg->log_level = r;
+		return 0;
+	}
+	if (strcmp(key, "host_capacity") == 0 || strcmp(key, "chunk_max") == 0 ||
+	    strcmp(key, "host_granularity") == 0) {
+		r = config_parse_size(value, &size);
+		if (r < 0 || size == 0)
+			return -EINVAL;
+		if (key[0] == 'c')
+			cfg->chunk_max = size;
+		else if (strcmp(key, "host_capacity") == 0)
+			cfg->host_capacity = size;
+		else if (size & (size - 1) || size < 4096)
+			return -EINVAL; /* a power of two, at least a page */
+		else
+			cfg->host_granularity = size;
+		return 0;
+	}
+	if (strcmp(key, "host_devices") == 0)
+		return parse_uint(value, 1, BACKEND_MAX_DEVICES, &cfg->host_devices);
+	if (strcmp(key, "ack_timeout_ms") == 0)
+		return parse_uint(value, 1, 3600 * 1000, &cfg->ack_timeout_ms);
+	if (strcmp(key, "max_sessions") == 0)
+		return parse_uint(value, 1, 65536, &cfg->max_sessions);
+	if (strcmp(key, "max_pools") == 0)
+		return parse_uint(value, 1, 1 << 20, &cfg->max_pools);
+	if (strcmp(key, "max_chunks") == 0)
+		return parse_uint(value, 1, WIRE_MAX_FDS - 10, &cfg->max_chunks);
+	if (strcmp(key, "socket_mode") == 0) {
+		char *end;
+		unsigned long m = strtoul(value, &end, 8);
+		if (end == value || *end || m > 0777)
+			return -EINVAL;
+		cfg->socket_mode = (unsigned)m;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_load(struct config *cfg, const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char line[512];
+	int lineno = 0, r = 0;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *s = trim(line);
+		if (!*s)
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			log_err("%s:%d: expected key = value", path, lineno);
+			r = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		char *key = trim(s), *value = trim(eq + 1);
+		if (config_set(cfg, key, value) < 0) {
+			log_err("%s:%d: bad setting %s = %s", path, lineno, key, value);
+			r = -EINVAL;
+			break;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+void config_backend(const struct config *cfg, struct backend_config *out)
+{
+	out->name = cfg->backend;
+	out->host_capacity = cfg->host_capacity;
+	out->host_devices = cfg->host_devices;
+	out->host_granularity = cfg->host_granularity;
+}

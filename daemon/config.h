@@ -1,0 +1,39 @@
+/* vramd's settings: defaults, then the config file, then the command line. */
+#ifndef VRAMD_CONFIG_H
+#define VRAMD_CONFIG_H
+
+#include <stdint.h>
+
+#include "backend.h"
+
+struct config {
+	char socket[108];
+	char backend[16];
+	uint64_t host_capacity;
+	unsigned host_devices;
+	uint64_t host_granularity;
+	int log_level;
+	unsigned ack_timeout_ms;
+	uint64_t chunk_max;
+	unsigned max_sessions;
+	unsigned max_pools;
+	unsigned max_chunks; /* per pool, at most WIRE_MAX_FDS - 10 */
+	unsigned socket_mode;
+};
+
+void config_defaults(struct config *cfg);
+
+/* Reads "key = value" lines ('#' starts a comment). Returns 0, -ENOENT when
+ * the file is missing, or -EINVAL with the line logged. */
+int config_load(struct config *cfg, const char *path);
+
+/* Sets one key from a string ("host_capacity", "8G"). -EINVAL if the key or
+ * value is bad. */
+int config_set(struct config *cfg, const char *key, const char *value);
+
+/* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
+int config_parse_size(const char *s, uint64_t *out);
+
+void config_backend(const struct config *cfg, struct backend_config *out);
+
+#endif

@@ -1,0 +1,111 @@
+/* vramd: the per-node GPU memory broker. Settings come from defaults, then
+ * the config file, then flags. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "server.h"
+
+#define DEFAULT_CONFIG "/etc/vramd/vramd.conf"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: vramd [options]\n"
+		"  -c, --config FILE        settings file (default " DEFAULT_CONFIG ")\n"
+		"  -s, --socket PATH        listening socket (default /run/vramd/vramd.sock)\n"
+		"  -b, --backend NAME       auto, cuda, hip or host\n"
+		"      --host-capacity SIZE memory of each emulated device (host backend)\n"
+		"      --host-devices N     emulated devices (host backend)\n"
+		"      --chunk-max SIZE     largest chunk a pool grows by\n"
+		"      --ack-timeout-ms MS  how long pause/resume wait for mappers\n"
+		"  -l, --log-level LEVEL    error, warn, info or debug\n"
+		"  -V, --version            print the version\n"
+		"  -h, --help               this text\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "host-capacity", required_argument, NULL, 1 },
+		{ "host-devices", required_argument, NULL, 2 },
+		{ "chunk-max", required_argument, NULL, 3 },
+		{ "ack-timeout-ms", required_argument, NULL, 4 },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	static const char *const keys[] = { NULL, "host_capacity", "host_devices",
+					    "chunk_max", "ack_timeout_ms" };
+	struct config cfg;
+	const char *config_path = NULL;
+	struct server srv;
+	int c, r;
+
+	config_defaults(&cfg);
+	/* First pass: only --config, so flags override the file. */
+	while ((c = getopt_long(argc, argv, "c:s:b:l:Vh", opts, NULL)) != -1) {
+		if (c == 'c')
+			config_path = optarg;
+		else if (c == 'h') {
+			usage(stdout);
+			return 0;
+		} else if (c == 'V') {
+			printf("vramd %s\n", VRAMD_VERSION);
+			return 0;
+		} else if (c == '?') {
+			usage(stderr);
+			return 2;
+		}
+	}
+	r = config_load(&cfg, config_path ? config_path : DEFAULT_CONFIG);
+	if (r == -EINVAL || (r < 0 && config_path)) {
+		fprintf(stderr, "vramd: cannot read %s: %s\n",
+			config_path ? config_path : DEFAULT_CONFIG, strerror(-r));
+		return 1;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "c:s:b:l:Vh", opts, NULL)) != -1) {
+		const char *key = NULL;
+		switch (c) {
+		case 's': key = "socket"; break;
+		case 'b': key = "backend"; break;
+		case 'l': key = "log_level"; break;
+		case 1: case 2: case 3: case 4: key = keys[c]; break;
+		default: continue;
+		}
+		if (config_set(&cfg, key, optarg) < 0) {
+			fprintf(stderr, "vramd: bad value for %s: %s\n", key,
+				optarg);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "vramd: unexpected argument %s\n", argv[optind]);
+		return 2;
+	}
+	log_max_level = cfg.log_level;
+	/* Writes to dead clients must fail with EPIPE, not kill the daemon. */
+	signal(SIGPIPE, SIG_IGN);
+
+	uv_loop_t loop;
+	uv_loop_init(&loop);
+	r = server_init(&srv, &loop, &cfg);
+	if (r < 0)
+		return 1;
+	log_info("vramd %s ready (%s backend)", VRAMD_VERSION, srv.backend->ops->name);
+	server_run(&srv);
+	server_fini(&srv);
+	uv_loop_close(&loop);
+	log_info("stopped");
+	return 0;
+}

@@ -1,0 +1,530 @@
+/* One function per request. Each checks its arguments and the caller's
+ * rights, then asks pool.c or transition.c to act and answers. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+#include "session.h"
+#include "transition.h"
+
+#define RESERVE_MAX (64ull << 40) /* virtual range of one pool */
+
+static Vram__Policy to_policy(enum pool_policy p)
+{
+	return p == POOL_HOST ? VRAM__POLICY__POLICY_HOST
+			      : VRAM__POLICY__POLICY_DISCARD;
+}
+
+/* Fills info for p; mappers is an array of pool_mapper_count(p) entries
+ * the caller frees (pointers into p stay valid while the reply is built). */
+static int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
+			  Vram__Mapper **mappers_out)
+{
+	unsigned n = pool_mapper_count(p), i = 0;
+	Vram__Mapper *m = calloc(n ? n : 1, sizeof(*m));
+	Vram__Mapper **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+
+	if (!m || !ptrs) {
+		free(m);
+		free(ptrs);
+		return -ENOMEM;
+	}
+	for (struct mapper *mp = p->mappers; mp; mp = mp->next, i++) {
+		vram__mapper__init(&m[i]);
+		m[i].pid = mp->who.pid;
+		m[i].uid = mp->who.uid;
+		m[i].name = mp->who.name;
+		m[i].access = mp->readonly ? VRAM__ACCESS__ACCESS_RO
+					   : VRAM__ACCESS__ACCESS_RW;
+		ptrs[i] = &m[i];
+	}
+	vram__pool_info__init(info);
+	info->id = p->id;
+	info->name = p->name;
+	info->tag = p->tag;
+	info->device = p->device;
+	info->state = (Vram__State)p->state;
+	info->policy = to_policy(p->policy);
+	info->bytes = p->bytes;
+	info->reserve_bytes = p->reserve;
+	info->chunks = p->n_chunks;
+	info->owner_pid = p->owner ? p->owner_id.pid : 0;
+	info->owner_uid = p->owner_id.uid;
+	info->owner_name = p->owner_id.name;
+	info->flags = p->flags;
+	info->backup_bytes = p->backup_valid ? p->bytes : 0;
+	info->n_mappers = n;
+	info->mappers = ptrs;
+	*mappers_out = m;
+	return 0;
+}
+
+static void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers)
+{
+	free(info->mappers);
+	free(mappers);
+}
+
+static void handle_hello(struct session *s, uint64_t id, const Vram__Hello *h)
+{
+	struct server *srv = s->srv;
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+	Vram__HelloReply hr = VRAM__HELLO_REPLY__INIT;
+	Vram__DeviceInfo dev[BACKEND_MAX_DEVICES], *devp[BACKEND_MAX_DEVICES];
+
+	if (s->hello_done) {
+		session_reply_error(s, id, EALREADY, "hello was already sent");
+		return;
+	}
+	if (h->version != WIRE_PROTOCOL_VERSION) {
+		session_reply_error(s, id, EPROTONOSUPPORT,
+				    "protocol version %u is not supported (daemon speaks %u)",
+				    h->version, WIRE_PROTOCOL_VERSION);
+		return;
+	}
+	if (h->name && h->name[0])
+		snprintf(s->who.name, sizeof(s->who.name), "%s", h->name);
+	s->hello_done = true;
+	for (unsigned i = 0; i < srv->backend->n_devices; i++) {
+		const struct backend_device *d = &srv->backend->devices[i];
+		uint64_t free_b = 0, total = d->total_bytes;
+		backend_mem_info(srv->backend, i, &free_b, &total);
+		vram__device_info__init(&dev[i]);
+		dev[i].index = d->index;
+		dev[i].uuid = (char *)d->uuid;
+		dev[i].total_bytes = total;
+		dev[i].free_bytes = free_b;
+		dev[i].granularity = d->granularity;
+		devp[i] = &dev[i];
+	}
+	hr.version = WIRE_PROTOCOL_VERSION;
+	hr.backend = (char *)srv->backend->ops->name;
+	hr.session_id = s->id;
+	hr.max_chunks = srv->cfg.max_chunks;
+	hr.n_devices = srv->backend->n_devices;
+	hr.devices = devp;
+	hr.daemon_version = VRAMD_VERSION;
+	resp.id = id;
+	resp.body_case = VRAM__RESPONSE__BODY_HELLO;
+	resp.hello = &hr;
+	session_reply(s, &resp, NULL, 0);
+}
+
+/* Replies with the pool and, when active, its chunk fds and the backup. */
+static void reply_pool(struct session *s, uint64_t id, struct pool *p)
+{
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+	Vram__PoolReply pr = VRAM__POOL_REPLY__INIT;
+	Vram__PoolInfo info;
+	Vram__Mapper *mappers;
+	bool send_chunks = p->state == POOL_ACTIVE;
+	unsigned n = send_chunks ? p->n_chunks : 0, nfds = 0;
+	Vram__Chunk *chunks = calloc(n + 1, sizeof(*chunks));
+	Vram__Chunk **cptrs = calloc(n + 1, sizeof(*cptrs));
+	int *fds = calloc(n + 1, sizeof(*fds));
+
+	if (!chunks || !cptrs || !fds || pool_info_fill(p, &info, &mappers) < 0) {
+		session_reply_error(s, id, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		vram__chunk__init(&chunks[i]);
+		chunks[i].offset = p->chunks[i].offset;
+		chunks[i].size = p->chunks[i].size;
+		chunks[i].fd_index = (int32_t)nfds;
+		fds[nfds++] = p->chunks[i].fd;
+		cptrs[i] = &chunks[i];
+	}
+	pr.info = &info;
+	pr.n_chunks = n;
+	pr.chunks = cptrs;
+	pr.backup_fd_index = -1;
+	if (p->backup_fd >= 0) {
+		pr.backup_fd_index = (int32_t)nfds;
+		fds[nfds++] = p->backup_fd;
+	}
+	resp.id = id;
+	resp.body_case = VRAM__RESPONSE__BODY_POOL;
+	resp.pool = &pr;
+	session_reply(s, &resp, fds, nfds);
+	pool_info_clear(&info, mappers);
+out:
+	free(chunks);
+	free(cptrs);
+	free(fds);
+}
+
+static void handle_create(struct session *s, uint64_t id,
+			  const Vram__PoolCreate *c)
+{
+	struct server *srv = s->srv;
+	struct pool *p;
+	uint64_t reserve = c->reserve_bytes, gran;
+	int r;
+
+	if (!c->name || !c->name[0] || strlen(c->name) >= POOL_NAME_MAX) {
+		session_reply_error(s, id, EINVAL, "a pool name of 1 to %d bytes is required",
+				    POOL_NAME_MAX - 1);
+		return;
+	}
+	const char *tag = c->tag && c->tag[0] ? c->tag : "default";
+	if (strlen(tag) >= POOL_TAG_MAX) {
+		session_reply_error(s, id, EINVAL, "tag longer than %d bytes",
+				    POOL_TAG_MAX - 1);
+		return;
+	}
+	if (c->device >= srv->backend->n_devices) {
+		session_reply_error(s, id, ENODEV, "no device %u (the daemon has %u)",
+				    c->device, srv->backend->n_devices);
+		return;
+	}
+	if (c->policy != VRAM__POLICY__POLICY_DISCARD &&
+	    c->policy != VRAM__POLICY__POLICY_HOST) {
+		session_reply_error(s, id, EINVAL, "unknown backup policy %d", c->policy);
+		return;
+	}
+	if (c->flags & ~POOL_FLAGS_ALL) {
+		session_reply_error(s, id, EINVAL, "unknown pool flags 0x%x",
+				    c->flags & ~POOL_FLAGS_ALL);
+		return;
+	}
+	if (server_pool_by_name(srv, c->name)) {
+		session_reply_error(s, id, EEXIST, "a pool named %s exists", c->name);
+		return;
+	}
+	if (srv->n_pools >= srv->cfg.max_pools) {
+		session_reply_error(s, id, ENOSPC, "the daemon holds its maximum of %u pools",
+				    srv->cfg.max_pools);
+		return;
+	}
+	gran = srv->backend->devices[c->device].granularity;
+	if (reserve == 0)
+		reserve = srv->backend->devices[c->device].total_bytes;
+	if (reserve > RESERVE_MAX) {
+		session_reply_error(s, id, EINVAL, "reserve of %llu bytes is over the limit",
+				    (unsigned long long)reserve);
+		return;
+	}
+	reserve = (reserve + gran - 1) / gran * gran;
+	r = pool_create(++srv->next_pool_id, c->name, tag, c->device,
+			c->policy == VRAM__POLICY__POLICY_HOST ? POOL_HOST : POOL_DISCARD,
+			c->flags, reserve, s, &s->who, &p);
+	if (r < 0) {
+		session_reply_error(s, id, -r, "cannot create pool %s: %s", c->name,
+				    strerror(-r));
+		return;
+	}
+	r = pool_mapper_add(p, s, &s->who, false);
+	if (r == 0)
+		r = server_pool_add(srv, p);
+	if (r < 0) {
+		pool_destroy(p, srv->backend);
+		session_reply_error(s, id, -r, "cannot create pool: %s", strerror(-r));
+		return;
+	}
+	log_info("pool %s created by pid %u (%s, tag %s, device %u, %s)", p->name,
+		 s->who.pid, s->who.name, p->tag, p->device,
+		 p->policy == POOL_HOST ? "host backup" : "discard");
+	reply_pool(s, id, p);
+	server_update_status(srv);
+}
+
+static void handle_open(struct session *s, uint64_t id, const Vram__PoolOpen *o)
+{
+	struct server *srv = s->srv;
+	struct pool *p = o->name ? server_pool_by_name(srv, o->name) : NULL;
+	bool ro = o->access == VRAM__ACCESS__ACCESS_RO;
+	int r;
+
+	if (!p) {
+		session_reply_error(s, id, ENOENT, "no pool named %s", o->name ? o->name : "");
+		return;
+	}
+	if (!transition_allowed(&s->who, p)) {
+		session_reply_error(s, id, EPERM, "pool %s belongs to uid %u", p->name,
+				    p->owner_id.uid);
+		return;
+	}
+	if (p->state == POOL_PAUSING || p->state == POOL_RESUMING) {
+		session_reply_error(s, id, EBUSY, "pool %s is %s; try again", p->name,
+				    pool_state_name(p->state));
+		return;
+	}
+	r = pool_mapper_add(p, s, &s->who, ro);
+	if (r < 0) {
+		session_reply_error(s, id, -r, r == -EEXIST ? "pool %s is already open here"
+							  : "cannot open pool %s",
+				    p->name);
+		return;
+	}
+	if (!p->owner && !ro) {
+		log_info("pool %s: pid %u takes over ownership", p->name, s->who.pid);
+		pool_set_owner(p, s, &s->who);
+	}
+	reply_pool(s, id, p);
+}
+
+static void handle_grow(struct session *s, uint64_t id, const Vram__PoolGrow *g)
+{
+	struct server *srv = s->srv;
+	struct pool *p = server_pool_by_id(srv, g->pool_id);
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+	Vram__PoolGrowReply gr = VRAM__POOL_GROW_REPLY__INIT;
+	unsigned first;
+	int r;
+
+	if (!p || !pool_mapper_find(p, s)) {
+		session_reply_error(s, id, ENOENT, "no pool %llu open here",
+				    (unsigned long long)g->pool_id);
+		return;
+	}
+	if (p->owner != s) {
+		session_reply_error(s, id, EPERM, "only the owner grows pool %s", p->name);
+		return;
+	}
+	r = pool_grow(p, srv->backend, g->bytes, srv->cfg.chunk_max,
+		      srv->cfg.max_chunks, &first);
+	if (r == -ENOMEM) {
+		uint64_t free_b = 0;
+		backend_mem_info(srv->backend, p->device, &free_b, NULL);
+		session_reply_error(s, id, ENOMEM,
+				    "device %u is out of memory: %llu bytes asked, %llu free",
+				    p->device, (unsigned long long)g->bytes,
+				    (unsigned long long)free_b);
+		return;
+	}
+	if (r == -ENOSPC) {
+		session_reply_error(s, id, ENOSPC,
+				    "pool %s is full: its reserve is %llu bytes and "
+				    "it may have %u chunks",
+				    p->name, (unsigned long long)p->reserve,
+				    srv->cfg.max_chunks);
+		return;
+	}
+	if (r < 0) {
+		session_reply_error(s, id, -r, "cannot grow pool %s: %s", p->name,
+				    strerror(-r));
+		return;
+	}
+	unsigned n = p->n_chunks - first;
+	Vram__Chunk *chunks = calloc(n, sizeof(*chunks));
+	Vram__Chunk **cptrs = calloc(n, sizeof(*cptrs));
+	int *fds = calloc(n, sizeof(*fds));
+	if (!chunks || !cptrs || !fds) {
+		/* The chunks stay in the pool; a later grow or open sends them. */
+		session_reply_error(s, id, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		vram__chunk__init(&chunks[i]);
+		chunks[i].offset = p->chunks[first + i].offset;
+		chunks[i].size = p->chunks[first + i].size;
+		chunks[i].fd_index = (int32_t)i;
+		cptrs[i] = &chunks[i];
+		fds[i] = p->chunks[first + i].fd;
+	}
+	gr.n_chunks = n;
+	gr.chunks = cptrs;
+	resp.id = id;
+	resp.body_case = VRAM__RESPONSE__BODY_GROW;
+	resp.grow = &gr;
+	session_reply(s, &resp, fds, n);
+
+	/* Other mappers map the new chunks too. */
+	Vram__Event ev = VRAM__EVENT__INIT;
+	ev.kind = VRAM__EVENT_KIND__EVENT_GROW;
+	ev.pool_id = p->id;
+	ev.n_chunks = n;
+	ev.chunks = cptrs;
+	for (struct mapper *m = p->mappers; m; m = m->next)
+		if (m->session != s)
+			session_send_event(m->session, &ev, fds, n);
+	server_update_status(srv);
+out:
+	free(chunks);
+	free(cptrs);
+	free(fds);
+}
+
+static void reply_ok(struct session *s, uint64_t id)
+{
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+	resp.id = id;
+	session_reply(s, &resp, NULL, 0);
+}
+
+static void handle_close(struct session *s, uint64_t id, const Vram__PoolClose *c)
+{
+	struct server *srv = s->srv;
+	struct pool *p = server_pool_by_id(srv, c->pool_id);
+
+	if (!p || !pool_mapper_find(p, s)) {
+		session_reply_error(s, id, ENOENT, "no pool %llu open here",
+				    (unsigned long long)c->pool_id);
+		return;
+	}
+	if (p->owner == s && !(p->flags & POOL_FLAG_PERSIST)) {
+		log_info("pool %s closed by its owner pid %u", p->name, s->who.pid);
+		server_pool_drop(srv, p, s);
+	} else {
+		if (p->owner == s)
+			pool_set_owner(p, NULL, NULL);
+		pool_mapper_remove(p, s);
+		transition_advance(srv, p);
+	}
+	reply_ok(s, id);
+	server_update_status(srv);
+}
+
+static void handle_drop(struct session *s, uint64_t id, const Vram__PoolDrop *d)
+{
+	struct server *srv = s->srv;
+	struct pool *p = d->name ? server_pool_by_name(srv, d->name) : NULL;
+
+	if (!p) {
+		session_reply_error(s, id, ENOENT, "no pool named %s", d->name ? d->name : "");
+		return;
+	}
+	if (!transition_allowed(&s->who, p)) {
+		session_reply_error(s, id, EPERM, "pool %s belongs to uid %u", p->name,
+				    p->owner_id.uid);
+		return;
+	}
+	log_info("pool %s dropped by pid %u", p->name, s->who.pid);
+	server_pool_drop(srv, p, NULL);
+	reply_ok(s, id);
+	server_update_status(srv);
+}
+
+static void handle_list(struct session *s, uint64_t id, const Vram__List *l)
+{
+	struct server *srv = s->srv;
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+	Vram__ListReply lr = VRAM__LIST_REPLY__INIT;
+	unsigned n = srv->n_pools, k = 0;
+	Vram__PoolInfo *infos = calloc(n + 1, sizeof(*infos));
+	Vram__PoolInfo **ptrs = calloc(n + 1, sizeof(*ptrs));
+	Vram__Mapper **mappers = calloc(n + 1, sizeof(*mappers));
+	bool all = !l->selector || (!(l->selector->name && l->selector->name[0]) &&
+				    !(l->selector->tag && l->selector->tag[0]) &&
+				    !l->selector->owner_pid);
+
+	if (!infos || !ptrs || !mappers)
+		goto nomem;
+	for (unsigned i = 0; i < n; i++) {
+		struct pool *p = srv->pools[i];
+		if (!all && !transition_selects(l->selector, p))
+			continue;
+		if (pool_info_fill(p, &infos[k], &mappers[k]) < 0)
+			goto nomem;
+		ptrs[k] = &infos[k];
+		k++;
+	}
+	lr.n_pools = k;
+	lr.pools = ptrs;
+	resp.id = id;
+	resp.body_case = VRAM__RESPONSE__BODY_LIST;
+	resp.list = &lr;
+	session_reply(s, &resp, NULL, 0);
+	goto out;
+nomem:
+	session_reply_error(s, id, ENOMEM, "out of memory");
+out:
+	for (unsigned i = 0; i < k; i++)
+		pool_info_clear(&infos[i], mappers[i]);
+	free(infos);
+	free(ptrs);
+	free(mappers);
+}
+
+static void handle_stats(struct session *s, uint64_t id)
+{
+	struct server *srv = s->srv;
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+	Vram__StatsReply st = VRAM__STATS_REPLY__INIT;
+	Vram__DeviceInfo dev[BACKEND_MAX_DEVICES], *devp[BACKEND_MAX_DEVICES];
+	uint64_t backup = 0;
+
+	for (unsigned i = 0; i < srv->n_pools; i++)
+		if (srv->pools[i]->backup_valid)
+			backup += srv->pools[i]->bytes;
+	for (unsigned i = 0; i < srv->backend->n_devices; i++) {
+		const struct backend_device *d = &srv->backend->devices[i];
+		uint64_t free_b = 0, total = d->total_bytes;
+		backend_mem_info(srv->backend, i, &free_b, &total);
+		vram__device_info__init(&dev[i]);
+		dev[i].index = d->index;
+		dev[i].uuid = (char *)d->uuid;
+		dev[i].total_bytes = total;
+		dev[i].free_bytes = free_b;
+		dev[i].granularity = d->granularity;
+		devp[i] = &dev[i];
+	}
+	st.backend = (char *)srv->backend->ops->name;
+	st.sessions = srv->n_sessions;
+	st.pools = srv->n_pools;
+	st.used_bytes = srv->backend->used_bytes;
+	st.backup_bytes = backup;
+	st.open_fds = server_open_fds();
+	st.uptime_ms = server_now_ms() - srv->start_ms;
+	st.n_devices = srv->backend->n_devices;
+	st.devices = devp;
+	st.daemon_version = VRAMD_VERSION;
+	resp.id = id;
+	resp.body_case = VRAM__RESPONSE__BODY_STATS;
+	resp.stats = &st;
+	session_reply(s, &resp, NULL, 0);
+}
+
+void request_handle(struct session *s, Vram__Request *req, int *fds,
+		    unsigned nfds)
+{
+	uint64_t id = req->id;
+
+	if (req->body_case != VRAM__REQUEST__BODY_ACK && id == 0) {
+		session_close(s, "request without an id");
+		return;
+	}
+	switch (req->body_case) {
+	case VRAM__REQUEST__BODY_HELLO:
+		handle_hello(s, id, req->hello);
+		break;
+	case VRAM__REQUEST__BODY_POOL_CREATE:
+		handle_create(s, id, req->pool_create);
+		break;
+	case VRAM__REQUEST__BODY_POOL_OPEN:
+		handle_open(s, id, req->pool_open);
+		break;
+	case VRAM__REQUEST__BODY_POOL_GROW:
+		handle_grow(s, id, req->pool_grow);
+		break;
+	case VRAM__REQUEST__BODY_POOL_CLOSE:
+		handle_close(s, id, req->pool_close);
+		break;
+	case VRAM__REQUEST__BODY_POOL_DROP:
+		handle_drop(s, id, req->pool_drop);
+		break;
+	case VRAM__REQUEST__BODY_PAUSE:
+		transition_start(s->srv, s, id, false, req->pause);
+		break;
+	case VRAM__REQUEST__BODY_RESUME:
+		transition_start(s->srv, s, id, true, req->resume);
+		break;
+	case VRAM__REQUEST__BODY_LIST:
+		handle_list(s, id, req->list);
+		break;
+	case VRAM__REQUEST__BODY_STATS:
+		handle_stats(s, id);
+		break;
+	case VRAM__REQUEST__BODY_ACK:
+		transition_ack(s->srv, s, req->ack->event_id, req->ack->err,
+			       req->ack->message);
+		break;
+	default:
+		session_reply_error(s, id, EOPNOTSUPP, "unknown request");
+		break;
+	}
+}

@@ -1,0 +1,469 @@
+/* Pause and resume across mappers. pool.c decides states; this file sends
+ * the events each state change asks for, collects acks against a deadline
+ * and answers the request. */
+#include "transition.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+#include "session.h"
+
+bool transition_selects(const Vram__Selector *sel, const struct pool *p)
+{
+	bool any = false;
+
+	if (!sel)
+		return false;
+	if (sel->name && sel->name[0]) {
+		if (strcmp(sel->name, p->name) != 0)
+			return false;
+		any = true;
+	}
+	if (sel->tag && sel->tag[0]) {
+		if (strcmp(sel->tag, p->tag) != 0)
+			return false;
+		any = true;
+	}
+	if (sel->owner_pid) {
+		if (!p->owner || sel->owner_pid != p->owner_id.pid)
+			return false;
+		any = true;
+	}
+	return any || sel->all;
+}
+
+bool transition_allowed(const struct identity *who, const struct pool *p)
+{
+	return who->uid == 0 || who->uid == p->owner_id.uid;
+}
+
+static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void transition_finish(struct transition *t);
+
+static void item_done(struct transition_item *it)
+{
+	if (it->done)
+		return;
+	it->done = true;
+	if (it->pool && it->pool->op == it)
+		it->pool->op = NULL;
+	it->pool = NULL;
+	if (--it->t->outstanding == 0 && !it->t->starting)
+		transition_finish(it->t);
+}
+
+static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
+{
+	va_list ap;
+	it->err = err;
+	va_start(ap, fmt);
+	vsnprintf(it->message, sizeof(it->message), fmt, ap);
+	va_end(ap);
+	item_done(it);
+}
+
+/* Sends the round's event to every mapper that owes an ack. */
+static void round_send(struct pool *p, Vram__EventKind kind)
+{
+	Vram__Event ev = VRAM__EVENT__INIT;
+	Vram__Chunk *chunks = NULL, **cptrs = NULL;
+	int *fds = NULL;
+	unsigned n = 0;
+
+	ev.event_id = p->event_id;
+	ev.kind = kind;
+	ev.pool_id = p->id;
+	if (kind == VRAM__EVENT_KIND__EVENT_RESUME && p->n_chunks) {
+		n = p->n_chunks;
+		chunks = calloc(n, sizeof(*chunks));
+		cptrs = calloc(n, sizeof(*cptrs));
+		fds = calloc(n, sizeof(*fds));
+		if (!chunks || !cptrs || !fds) {
+			/* Every mapper will miss this round: it times out
+			 * and can be retried, nothing is lost. */
+			log_err("pool %s: out of memory sending events", p->name);
+			goto out;
+		}
+		for (unsigned i = 0; i < n; i++) {
+			vram__chunk__init(&chunks[i]);
+			chunks[i].offset = p->chunks[i].offset;
+			chunks[i].size = p->chunks[i].size;
+			chunks[i].fd_index = (int32_t)i;
+			cptrs[i] = &chunks[i];
+			fds[i] = p->chunks[i].fd;
+		}
+		ev.n_chunks = n;
+		ev.chunks = cptrs;
+	}
+	/* Sending may close a session whose socket broke, which removes it
+	 * from the mappers: walk a snapshot of the sessions to notify. */
+	unsigned count = pool_mapper_count(p), k = 0;
+	struct session **targets = calloc(count ? count : 1, sizeof(*targets));
+	bool *backup = calloc(count ? count : 1, sizeof(*backup));
+	if (!targets || !backup) {
+		log_err("pool %s: out of memory sending events", p->name);
+		free(targets);
+		free(backup);
+		goto out;
+	}
+	for (struct mapper *m = p->mappers; m; m = m->next) {
+		if (!m->pending)
+			continue;
+		backup[k] = m->backup;
+		targets[k++] = m->session;
+	}
+	for (unsigned i = 0; i < k; i++) {
+		ev.backup = backup[i];
+		session_send_event(targets[i], &ev, fds, n);
+	}
+	free(targets);
+	free(backup);
+out:
+	free(chunks);
+	free(cptrs);
+	free(fds);
+}
+
+static void late_pids(struct transition_item *it, struct pool *p)
+{
+	it->n_late = 0;
+	for (struct mapper *m = p->mappers; m; m = m->next)
+		if (m->pending && it->n_late < TRANSITION_MAX_LATE)
+			it->late_pids[it->n_late++] = m->who.pid;
+}
+
+void transition_advance(struct server *srv, struct pool *p)
+{
+	struct transition_item *it = p->op;
+	int64_t bytes;
+	int r;
+
+	if (p->pending)
+		return;
+	switch (p->state) {
+	case POOL_PAUSING:
+		if (p->round_err) {
+			/* A mapper could not save or unmap: the pool stays
+			 * PAUSING with its chunks; pausing again retries. */
+			if (it)
+				item_fail(it, p->round_err,
+					  "a mapper failed to pause: %s",
+					  strerror(p->round_err));
+			return;
+		}
+		bool undoing = p->undoing;
+		bytes = pool_pause_finish(p, srv->backend);
+		if (bytes < 0) {
+			if (it)
+				item_fail(it, (int)-bytes, "pause failed: %s",
+					  strerror((int)-bytes));
+			return;
+		}
+		log_info("pool %s paused: %lld bytes released", p->name,
+			 (long long)bytes);
+		server_update_status(srv);
+		if (!it)
+			return;
+		if (undoing) {
+			/* The resume this pause undid reported its error. */
+			if (!it->err)
+				it->err = EIO;
+			item_done(it);
+			return;
+		}
+		it->bytes = (uint64_t)bytes;
+		item_done(it);
+		return;
+	case POOL_RESUMING:
+		r = pool_resume_finish(p);
+		if (r == 0) {
+			log_info("pool %s resumed", p->name);
+			server_update_status(srv);
+			if (it) {
+				it->bytes = p->bytes;
+				item_done(it);
+			}
+			return;
+		}
+		if (r != -EIO)
+			return;
+		int err = p->round_err;
+		if (it && !it->err) {
+			it->err = err;
+			snprintf(it->message, sizeof(it->message),
+				 "a mapper failed to map the pool (%s); it stays paused",
+				 strerror(err));
+		}
+		log_warn("pool %s: resume failed in a mapper (%s), undoing",
+			 p->name, strerror(err));
+		if (pool_resume_undo(p, ++srv->next_event_id) > 0)
+			round_send(p, VRAM__EVENT_KIND__EVENT_PAUSE);
+		transition_advance(srv, p);
+		return;
+	default:
+		return;
+	}
+}
+
+void transition_ack(struct server *srv, struct session *s, uint64_t event_id,
+		    int err, const char *message)
+{
+	for (unsigned i = 0; i < srv->n_pools; i++) {
+		struct pool *p = srv->pools[i];
+		if (p->event_id != event_id)
+			continue;
+		if (!pool_ack(p, s, event_id, err))
+			return;
+		if (err)
+			log_warn("pool %s: pid %u failed the event: %s (%s)",
+				 p->name, s->who.pid, strerror(err),
+				 message ? message : "");
+		transition_advance(srv, p);
+		return;
+	}
+	log_debug("late or unknown ack %llu from pid %u",
+		  (unsigned long long)event_id, s->who.pid);
+}
+
+static void build_reply(struct transition *t, Vram__Response *resp,
+			Vram__TransitionReply *tr, Vram__PoolResult *res,
+			Vram__PoolResult **resp_ptrs)
+{
+	unsigned all_already = t->n_items > 0;
+	int first_err = 0;
+	const char *first_msg = NULL;
+
+	tr->free_before = t->free_before;
+	tr->free_after = server_free_bytes(t->srv);
+	for (unsigned i = 0; i < t->n_items; i++) {
+		struct transition_item *it = &t->items[i];
+		vram__pool_result__init(&res[i]);
+		res[i].name = it->name;
+		res[i].err = it->err;
+		res[i].message = it->message;
+		res[i].bytes = it->bytes;
+		res[i].n_late_pids = it->n_late;
+		res[i].late_pids = it->late_pids;
+		resp_ptrs[i] = &res[i];
+		if (it->err == 0) {
+			tr->pools++;
+			tr->bytes += it->bytes;
+		}
+		if (it->err != EALREADY)
+			all_already = 0;
+		if (it->err && it->err != EALREADY && !first_err) {
+			first_err = it->err;
+			first_msg = it->message;
+		}
+	}
+	tr->n_results = t->n_items;
+	tr->results = resp_ptrs;
+	resp->id = t->request_id;
+	resp->body_case = VRAM__RESPONSE__BODY_TRANSITION;
+	resp->transition = tr;
+	if (t->n_items == 0) {
+		resp->err = ENOENT;
+		resp->message = "no pool matched";
+	} else if (all_already) {
+		resp->err = EALREADY;
+		resp->message = t->resume ? "already active" : "already paused";
+	} else if (first_err) {
+		resp->err = first_err;
+		resp->message = (char *)first_msg;
+	}
+}
+
+static void transition_free_cb(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void transition_finish(struct transition *t)
+{
+	struct server *srv = t->srv;
+	uv_timer_stop(&t->timer);
+	for (struct transition **tp = &srv->transitions; *tp; tp = &(*tp)->next) {
+		if (*tp == t) {
+			*tp = t->next;
+			break;
+		}
+	}
+	if (t->requester) {
+		Vram__Response resp = VRAM__RESPONSE__INIT;
+		Vram__TransitionReply tr = VRAM__TRANSITION_REPLY__INIT;
+		Vram__PoolResult *res = calloc(t->n_items + 1, sizeof(*res));
+		Vram__PoolResult **ptrs = calloc(t->n_items + 1, sizeof(*ptrs));
+		if (res && ptrs) {
+			build_reply(t, &resp, &tr, res, ptrs);
+			session_reply(t->requester, &resp, NULL, 0);
+		} else {
+			session_reply_error(t->requester, t->request_id, ENOMEM,
+					    "out of memory building the reply");
+		}
+		free(res);
+		free(ptrs);
+	}
+	t->timer.data = t;
+	uv_close((uv_handle_t *)&t->timer, transition_free_cb);
+}
+
+static void transition_timeout(uv_timer_t *timer)
+{
+	struct transition *t = timer->data;
+	t->starting = true; /* finish once, below */
+	for (unsigned i = 0; i < t->n_items; i++) {
+		struct transition_item *it = &t->items[i];
+		if (it->done || !it->pool)
+			continue;
+		struct pool *p = it->pool;
+		late_pids(it, p);
+		char pids[128] = "";
+		size_t off = 0;
+		for (unsigned k = 0; k < it->n_late && off < sizeof(pids) - 12; k++)
+			off += (size_t)snprintf(pids + off, sizeof(pids) - off,
+						"%s%u", k ? " " : "", it->late_pids[k]);
+		log_warn("pool %s: no ack from pid(s) %s; it stays %s", p->name,
+			 pids, pool_state_name(p->state));
+		item_fail(it, ETIMEDOUT,
+			  "mapper pid(s) %s did not acknowledge in time; the pool "
+			  "stays %s (pause or resume again to wait more)",
+			  pids, pool_state_name(p->state));
+	}
+	t->starting = false;
+	if (t->outstanding == 0)
+		transition_finish(t);
+}
+
+static void item_begin(struct server *srv, struct transition *t,
+		       struct transition_item *it, struct session *requester,
+		       struct pool *p)
+{
+	uint64_t event_id = ++srv->next_event_id;
+	int r;
+
+	if (!transition_allowed(&requester->who, p)) {
+		item_fail(it, EPERM, "pool %s belongs to uid %u", p->name,
+			  p->owner_id.uid);
+		return;
+	}
+	if (p->op) {
+		item_fail(it, EBUSY, "pool %s is in another pause or resume",
+			  p->name);
+		return;
+	}
+	if (t->resume)
+		r = pool_resume_begin(p, srv->backend, event_id);
+	else
+		r = pool_pause_begin(p, event_id);
+	if (r < 0) {
+		switch (r) {
+		case -EALREADY:
+			item_fail(it, EALREADY, "pool %s is already %s", p->name,
+				  pool_state_name(p->state));
+			break;
+		case -EBUSY:
+			item_fail(it, EBUSY, "pool %s is %s", p->name,
+				  pool_state_name(p->state));
+			break;
+		case -EPIPE:
+			item_fail(it, EPIPE,
+				  "pool %s keeps a host backup but no read-write "
+				  "mapper is attached to %s it",
+				  p->name, t->resume ? "restore" : "save");
+			break;
+		case -ENOMEM:
+			item_fail(it, ENOMEM,
+				  "device %u has not enough free memory for pool %s "
+				  "(%llu bytes); it stays paused with its backup",
+				  p->device, p->name, (unsigned long long)p->bytes);
+			break;
+		default:
+			item_fail(it, -r, "pool %s: %s", p->name, strerror(-r));
+		}
+		return;
+	}
+	it->pool = p;
+	p->op = it;
+	if (r > 0)
+		round_send(p, t->resume ? VRAM__EVENT_KIND__EVENT_RESUME
+					: VRAM__EVENT_KIND__EVENT_PAUSE);
+	/* A session may have died while we sent: advance checks. */
+	if (p->op == it)
+		transition_advance(srv, p);
+}
+
+void transition_start(struct server *srv, struct session *requester,
+		      uint64_t request_id, bool resume,
+		      const Vram__Transition *msg)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < srv->n_pools; i++)
+		if (transition_selects(msg->selector, srv->pools[i]))
+			n++;
+	struct transition *t = calloc(1, sizeof(*t) + (n ? n : 1) * sizeof(t->items[0]));
+	if (!t) {
+		session_reply_error(requester, request_id, ENOMEM, "out of memory");
+		return;
+	}
+	t->srv = srv;
+	t->requester = requester;
+	t->request_id = request_id;
+	t->resume = resume;
+	t->starting = true;
+	t->free_before = server_free_bytes(srv);
+	uv_timer_init(srv->loop, &t->timer);
+	t->timer.data = t;
+	t->next = srv->transitions;
+	srv->transitions = t;
+
+	/* Snapshot the selection first: beginning may drop sessions. */
+	struct pool **sel = calloc(n ? n : 1, sizeof(*sel));
+	if (!sel) {
+		t->starting = false;
+		transition_finish(t);
+		return;
+	}
+	unsigned k = 0;
+	for (unsigned i = 0; i < srv->n_pools && k < n; i++)
+		if (transition_selects(msg->selector, srv->pools[i]))
+			sel[k++] = srv->pools[i];
+	t->n_items = k;
+	t->outstanding = k;
+	for (unsigned i = 0; i < k; i++) {
+		t->items[i].t = t;
+		snprintf(t->items[i].name, sizeof(t->items[i].name), "%s",
+			 sel[i]->name);
+	}
+	for (unsigned i = 0; i < k; i++)
+		item_begin(srv, t, &t->items[i], requester, sel[i]);
+	free(sel);
+
+	t->starting = false;
+	if (t->outstanding == 0) {
+		transition_finish(t);
+		return;
+	}
+	unsigned timeout = msg->timeout_ms ? msg->timeout_ms : srv->cfg.ack_timeout_ms;
+	uv_timer_start(&t->timer, transition_timeout, timeout, 0);
+}
+
+void transition_pool_dropped(struct server *srv, struct pool *p)
+{
+	if (p->op)
+		item_fail(p->op, ENOENT, "pool %s was dropped", p->name);
+}
+
+void transition_session_gone(struct server *srv, struct session *s)
+{
+	for (struct transition *t = srv->transitions; t; t = t->next)
+		if (t->requester == s)
+			t->requester = NULL;
+}
