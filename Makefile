@@ -70,6 +70,8 @@ DEMO_BIN := $(patsubst demo/%.c,$(BUILD)/demo/%,$(DEMO_SRC))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all deps test asan demo bench test-gpu bench-gpu install proto clean
+# Keep intermediate objects between runs.
+.SECONDARY:
 all: $(VRAMD) $(LIBVRAM) $(VRAMCTL)
 
 # ---- dependencies: install what is missing when root, else say how -----

@@ -1,0 +1,374 @@
+/* The pool state machine: every transition, and a failure injected at
+ * each step leaves a consistent state that can be retried. A fake backend
+ * counts chunks and fails the Nth create on demand. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "pool.h"
+#include "test.h"
+
+#define GRAN (2u << 20)
+
+static int fail_at = -1; /* the create call that fails, counted from 0 */
+static int creates;
+static int live; /* chunks alive in the fake device */
+
+static void fake_destroy(struct backend *b)
+{
+	free(b);
+}
+
+static int fake_mem_info(struct backend *b, unsigned dev, uint64_t *f, uint64_t *t)
+{
+	*t = b->devices[dev].total_bytes;
+	*f = *t - b->devices[dev].used_bytes;
+	return 0;
+}
+
+static int fake_create(struct backend *b, unsigned dev, struct chunk *c)
+{
+	if (creates++ == fail_at)
+		return -ENOMEM;
+	if (c->size > b->devices[dev].total_bytes - b->devices[dev].used_bytes)
+		return -ENOMEM;
+	c->fd = memfd_create("fake", MFD_CLOEXEC);
+	if (c->fd < 0)
+		return -errno;
+	live++;
+	return 0;
+}
+
+static void fake_release(struct backend *b, unsigned dev, struct chunk *c)
+{
+	close(c->fd);
+	live--;
+}
+
+static const struct backend_ops fake_ops = {
+	.name = "fake",
+	.destroy = fake_destroy,
+	.mem_info = fake_mem_info,
+	.chunk_create = fake_create,
+	.chunk_release = fake_release,
+};
+
+static struct backend *fake_backend(uint64_t capacity)
+{
+	struct backend *b = calloc(1, sizeof(*b));
+	b->ops = &fake_ops;
+	b->n_devices = 1;
+	b->devices[0].total_bytes = capacity;
+	b->devices[0].granularity = GRAN;
+	fail_at = -1;
+	creates = 0;
+	live = 0;
+	return b;
+}
+
+/* Sessions are opaque to pools: any distinct pointers do. */
+static int sess_a, sess_b, sess_c;
+#define A ((struct session *)&sess_a)
+#define B ((struct session *)&sess_b)
+#define C ((struct session *)&sess_c)
+
+static struct identity who(uint32_t pid)
+{
+	struct identity id = { .pid = pid, .uid = 1000, .gid = 1000 };
+	snprintf(id.name, sizeof(id.name), "p%u", pid);
+	return id;
+}
+
+static struct pool *make_pool(enum pool_policy policy)
+{
+	struct pool *p;
+	struct identity a = who(1);
+	ASSERT_OK(pool_create(1, "p", "weights", 0, policy, 0, 64ull * GRAN, A,
+			      &a, &p));
+	ASSERT_OK(pool_mapper_add(p, A, &a, false));
+	return p;
+}
+
+TEST(create_validates)
+{
+	struct pool *p;
+	struct identity a = who(1);
+	char longname[200];
+	memset(longname, 'x', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	ASSERT_EQ(pool_create(1, "", "t", 0, POOL_DISCARD, 0, GRAN, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, longname, "t", 0, POOL_DISCARD, 0, GRAN, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, "n", "t", 0, POOL_DISCARD, 0x80, GRAN, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, "n", "t", 0, 7, 0, GRAN, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, "n", "t", 0, POOL_DISCARD, 0, 0, A, &a, &p), -EINVAL);
+	ASSERT_OK(pool_create(1, "n", "t", 0, POOL_HOST, 0, GRAN, A, &a, &p));
+	ASSERT(p->backup_fd >= 0);
+	ASSERT_EQ(p->state, POOL_ACTIVE);
+	pool_destroy(p, NULL);
+}
+
+TEST(grow_chunks_and_limits)
+{
+	struct backend *b = fake_backend(16ull * GRAN);
+	struct pool *p = make_pool(POOL_DISCARD);
+	unsigned first;
+
+	/* 5 granules in chunks of at most 2: 2 + 2 + 1. */
+	ASSERT_OK(pool_grow(p, b, 5ull * GRAN - 100, 2ull * GRAN, 240, &first));
+	ASSERT_EQ(first, 0);
+	ASSERT_EQ(p->n_chunks, 3);
+	ASSERT_UEQ(p->bytes, 5ull * GRAN);
+	ASSERT_UEQ(p->chunks[2].offset, 4ull * GRAN);
+	ASSERT_UEQ(b->used_bytes, 5ull * GRAN);
+	/* Over the chunk limit: nothing made. */
+	ASSERT_EQ(pool_grow(p, b, 4ull * GRAN, GRAN, 5, &first), -ENOSPC);
+	ASSERT_EQ(p->n_chunks, 3);
+	/* Over the device: nothing kept. */
+	ASSERT_EQ(pool_grow(p, b, 12ull * GRAN, GRAN, 240, &first), -ENOMEM);
+	ASSERT_EQ(p->n_chunks, 3);
+	ASSERT_EQ(live, 3);
+	ASSERT_UEQ(b->used_bytes, 5ull * GRAN);
+	pool_destroy(p, b);
+	ASSERT_EQ(live, 0);
+	ASSERT_UEQ(b->used_bytes, 0);
+	backend_destroy(b);
+}
+
+TEST(grow_failure_at_each_step_leaves_pool_as_before)
+{
+	for (int step = 0; step < 4; step++) {
+		struct backend *b = fake_backend(64ull * GRAN);
+		struct pool *p = make_pool(POOL_DISCARD);
+		unsigned first;
+		ASSERT_OK(pool_grow(p, b, GRAN, GRAN, 240, &first));
+		fail_at = creates + step;
+		ASSERT_EQ(pool_grow(p, b, 4ull * GRAN, GRAN, 240, &first), -ENOMEM);
+		ASSERT_EQ(p->n_chunks, 1);
+		ASSERT_UEQ(p->bytes, GRAN);
+		ASSERT_EQ(live, 1);
+		ASSERT_UEQ(b->used_bytes, GRAN);
+		fail_at = -1;
+		ASSERT_OK(pool_grow(p, b, 4ull * GRAN, GRAN, 240, &first));
+		ASSERT_EQ(first, 1);
+		ASSERT_EQ(p->n_chunks, 5);
+		pool_destroy(p, b);
+		ASSERT_EQ(live, 0);
+		backend_destroy(b);
+	}
+}
+
+TEST(pause_resume_cycle_two_mappers)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	struct identity bw = who(2);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, 3ull * GRAN, GRAN, 240, &first));
+	ASSERT_OK(pool_mapper_add(p, B, &bw, true));
+	ASSERT_EQ(pool_mapper_add(p, B, &bw, true), -EEXIST);
+
+	ASSERT_EQ(pool_pause_begin(p, 10), 2);
+	ASSERT_EQ(p->state, POOL_PAUSING);
+	/* The owner saves the backup, the read-only mapper does not. */
+	ASSERT(pool_mapper_find(p, A)->backup);
+	ASSERT(!pool_mapper_find(p, B)->backup);
+	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY);
+	ASSERT_EQ(pool_ack(p, A, 9, 0), 0); /* wrong event */
+	ASSERT_EQ(pool_ack(p, C, 10, 0), 0); /* not a mapper */
+	ASSERT_EQ(pool_ack(p, A, 10, 0), 1);
+	ASSERT_EQ(pool_ack(p, A, 10, 0), 0); /* twice */
+	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY);
+	ASSERT_EQ(pool_ack(p, B, 10, 0), 1);
+	ASSERT_EQ(pool_pause_finish(p, b), (int64_t)3 * GRAN);
+	ASSERT_EQ(p->state, POOL_PAUSED);
+	ASSERT(p->backup_valid);
+	ASSERT_EQ(live, 0);
+	ASSERT_UEQ(b->used_bytes, 0);
+	ASSERT_UEQ(p->bytes, 3ull * GRAN); /* the size is kept */
+	ASSERT_EQ(pool_pause_begin(p, 11), -EALREADY);
+	ASSERT_EQ(pool_grow(p, b, GRAN, GRAN, 240, &first), -EBUSY);
+
+	ASSERT_EQ(pool_resume_begin(p, b, 12), 2);
+	ASSERT_EQ(p->state, POOL_RESUMING);
+	ASSERT_EQ(live, 3);
+	ASSERT(pool_mapper_find(p, A)->backup);
+	ASSERT_EQ(pool_pause_begin(p, 13), -EBUSY);
+	ASSERT_EQ(pool_resume_finish(p), -EBUSY);
+	pool_ack(p, A, 12, 0);
+	pool_ack(p, B, 12, 0);
+	ASSERT_OK(pool_resume_finish(p));
+	ASSERT_EQ(p->state, POOL_ACTIVE);
+	ASSERT(!p->backup_valid);
+	ASSERT_EQ(pool_resume_begin(p, b, 14), -EALREADY);
+	pool_destroy(p, b);
+	backend_destroy(b);
+}
+
+TEST(resume_out_of_memory_stays_paused_and_retries)
+{
+	struct backend *b = fake_backend(8ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, 4ull * GRAN, GRAN, 240, &first));
+	ASSERT_EQ(pool_pause_begin(p, 1), 1);
+	pool_ack(p, A, 1, 0);
+	ASSERT_EQ(pool_pause_finish(p, b), (int64_t)4 * GRAN);
+	/* Fail each create step in turn: always PAUSED, nothing held. */
+	for (int step = 0; step < 4; step++) {
+		fail_at = creates + step;
+		ASSERT_EQ(pool_resume_begin(p, b, 2), -ENOMEM);
+		ASSERT_EQ(p->state, POOL_PAUSED);
+		ASSERT(p->backup_valid);
+		ASSERT_EQ(live, 0);
+		ASSERT_UEQ(b->used_bytes, 0);
+	}
+	fail_at = -1;
+	ASSERT_EQ(pool_resume_begin(p, b, 3), 1);
+	pool_ack(p, A, 3, 0);
+	ASSERT_OK(pool_resume_finish(p));
+	ASSERT_EQ(live, 4);
+	pool_destroy(p, b);
+	backend_destroy(b);
+}
+
+TEST(mapper_failing_resume_is_undone_to_paused)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	struct identity bw = who(2);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, 2ull * GRAN, GRAN, 240, &first));
+	ASSERT_OK(pool_mapper_add(p, B, &bw, false));
+	ASSERT_EQ(pool_pause_begin(p, 1), 2);
+	pool_ack(p, A, 1, 0);
+	pool_ack(p, B, 1, 0);
+	ASSERT(pool_pause_finish(p, b) > 0);
+	ASSERT_EQ(pool_resume_begin(p, b, 2), 2);
+	pool_ack(p, A, 2, 0);
+	pool_ack(p, B, 2, ENOMEM); /* B could not map */
+	ASSERT_EQ(pool_resume_finish(p), -EIO);
+	ASSERT_EQ(p->state, POOL_RESUMING);
+	/* Undo: only A (which mapped) must unmap again, without saving. */
+	ASSERT_EQ(pool_resume_undo(p, 3), 1);
+	ASSERT_EQ(p->state, POOL_PAUSING);
+	ASSERT(pool_mapper_find(p, A)->pending);
+	ASSERT(!pool_mapper_find(p, A)->backup);
+	ASSERT(!pool_mapper_find(p, B)->pending);
+	ASSERT_EQ(pool_pause_begin(p, 4), -EBUSY); /* undo in progress */
+	pool_ack(p, A, 3, 0);
+	ASSERT(pool_pause_finish(p, b) > 0);
+	ASSERT_EQ(p->state, POOL_PAUSED);
+	ASSERT(p->backup_valid); /* the content is still in the backup */
+	ASSERT_EQ(live, 0);
+	/* And it can be resumed again. */
+	ASSERT_EQ(pool_resume_begin(p, b, 5), 2);
+	pool_ack(p, A, 5, 0);
+	pool_ack(p, B, 5, 0);
+	ASSERT_OK(pool_resume_finish(p));
+	pool_destroy(p, b);
+	backend_destroy(b);
+}
+
+TEST(pause_mapper_failure_keeps_chunks_and_retries)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	struct identity bw = who(2);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, 2ull * GRAN, GRAN, 240, &first));
+	ASSERT_OK(pool_mapper_add(p, B, &bw, false));
+	ASSERT_EQ(pool_pause_begin(p, 1), 2);
+	pool_ack(p, A, 1, EIO); /* the backup copy failed */
+	pool_ack(p, B, 1, 0);
+	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY);
+	ASSERT_EQ(p->state, POOL_PAUSING);
+	ASSERT_EQ(live, 2); /* nothing released: the content is not saved */
+	/* Pausing again asks only the failed mapper, to save again. */
+	ASSERT_EQ(pool_pause_begin(p, 2), 1);
+	ASSERT(pool_mapper_find(p, A)->pending);
+	ASSERT(pool_mapper_find(p, A)->backup);
+	ASSERT(!pool_mapper_find(p, B)->pending);
+	pool_ack(p, A, 2, 0);
+	ASSERT(pool_pause_finish(p, b) > 0);
+	ASSERT_EQ(p->state, POOL_PAUSED);
+	ASSERT_EQ(live, 0);
+	pool_destroy(p, b);
+	backend_destroy(b);
+}
+
+TEST(missed_deadline_then_late_ack_and_dead_mapper)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_DISCARD);
+	struct identity bw = who(2), cw = who(3);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, GRAN, GRAN, 240, &first));
+	ASSERT_OK(pool_mapper_add(p, B, &bw, false));
+	ASSERT_OK(pool_mapper_add(p, C, &cw, false));
+	ASSERT_EQ(pool_pause_begin(p, 1), 3);
+	pool_ack(p, A, 1, 0);
+	/* Deadline passes: pausing again waits only for B and C. */
+	ASSERT_EQ(pool_pause_begin(p, 2), 2);
+	ASSERT_EQ(pool_ack(p, B, 1, 0), 0); /* late ack of the old round */
+	ASSERT_EQ(pool_ack(p, B, 2, 0), 1);
+	/* C dies: a dead mapper maps nothing, so it counts as done. */
+	ASSERT_EQ(pool_mapper_remove(p, C), 1);
+	ASSERT_EQ(pool_mapper_remove(p, C), 0);
+	ASSERT_EQ(p->pending, 0);
+	ASSERT(pool_pause_finish(p, b) > 0);
+	ASSERT_EQ(pool_mapper_count(p), 2);
+	pool_destroy(p, b);
+	backend_destroy(b);
+}
+
+TEST(host_pool_needs_a_writer_to_save)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	struct identity bw = who(2);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, GRAN, GRAN, 240, &first));
+	ASSERT_OK(pool_mapper_add(p, B, &bw, true));
+	pool_mapper_remove(p, A);
+	pool_set_owner(p, NULL, NULL);
+	ASSERT_EQ(pool_pause_begin(p, 1), -EPIPE);
+	ASSERT_EQ(p->state, POOL_ACTIVE);
+	ASSERT_EQ(live, 1);
+	/* A discard pool needs no writer. */
+	struct pool *q = make_pool(POOL_DISCARD);
+	pool_mapper_remove(q, A);
+	ASSERT_EQ(pool_pause_begin(q, 2), 0);
+	ASSERT_EQ(pool_pause_finish(q, b), 0);
+	pool_destroy(q, b);
+	pool_destroy(p, b);
+	backend_destroy(b);
+}
+
+TEST(orphaned_persistent_pool_is_taken_over)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	struct identity bw = who(2);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, GRAN, GRAN, 240, &first));
+	pool_mapper_remove(p, A);
+	pool_set_owner(p, NULL, NULL);
+	ASSERT_EQ(p->owner_id.pid, 0);
+	ASSERT_OK(pool_mapper_add(p, B, &bw, false));
+	pool_set_owner(p, B, &bw);
+	ASSERT_EQ(p->owner_id.pid, 2);
+	ASSERT_EQ(pool_pause_begin(p, 1), 1);
+	ASSERT(pool_mapper_find(p, B)->backup);
+	pool_destroy(p, b);
+	ASSERT_EQ(live, 0);
+	backend_destroy(b);
+}
