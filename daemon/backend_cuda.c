@@ -1,0 +1,429 @@
+/* The CUDA backend: physical GPU memory made with the driver's VMM API and
+ * exported as POSIX fds.
+ *
+ * The daemon never creates a CUDA context. cuMemCreate and
+ * cuMemExportToShareableHandle work with none current (measured on an
+ * H200, see docs/gpu.md), and a context would cost the daemon ~518 MiB of
+ * the memory it brokers. Free memory comes from NVML, which needs no
+ * context either.
+ *
+ * A chunk's creating handle is released right after export: the fd is the
+ * daemon's whole reference. The driver frees the memory when the last fd,
+ * import and mapping of it are gone, in any process; the daemon's close is
+ * usually that last one at a pause, and it costs ~0.5-0.8 ms per GiB. The
+ * closes are therefore handed to a few threads (closing different chunks in
+ * parallel was faster), and every call that must see their effect (free
+ * memory, a new chunk, shutdown) waits for them first.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cuda_driver.h"
+#include "log.h"
+#include "nvml.h"
+
+#define CLOSER_MAX_THREADS 16
+#define CLOSER_DEFAULT_THREADS 4
+
+/* fds whose close is the driver's free, closed by a few threads. */
+struct closer {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* fds queued or stopping */
+	pthread_cond_t idle; /* queue empty and nothing being closed */
+	int *fds;
+	size_t n, cap;
+	unsigned busy;      /* closes in progress */
+	unsigned n_threads; /* wanted; started on the first release */
+	unsigned started;
+	int stop;
+	pthread_t threads[CLOSER_MAX_THREADS];
+};
+
+struct cuda_backend {
+	struct backend base;
+	struct cuda_driver cu;
+	CUdevice cudev[BACKEND_MAX_DEVICES];
+	struct nvml *nvml; /* NULL without libnvidia-ml */
+	struct nvml_device *nvml_dev[BACKEND_MAX_DEVICES];
+	int warned_no_nvml;
+	struct closer closer;
+};
+
+static struct cuda_backend *cuda_of(struct backend *b)
+{
+	return (struct cuda_backend *)b;
+}
+
+/* ---- closing chunk fds ---------------------------------------------------- */
+
+static void *closer_main(void *arg)
+{
+	struct closer *cl = arg;
+
+	pthread_mutex_lock(&cl->lock);
+	for (;;) {
+		while (cl->n == 0 && !cl->stop)
+			pthread_cond_wait(&cl->work, &cl->lock);
+		if (cl->n == 0)
+			break;
+		int fd = cl->fds[--cl->n];
+		cl->busy++;
+		pthread_mutex_unlock(&cl->lock);
+		close(fd);
+		pthread_mutex_lock(&cl->lock);
+		cl->busy--;
+		if (cl->n == 0 && cl->busy == 0)
+			pthread_cond_broadcast(&cl->idle);
+	}
+	pthread_mutex_unlock(&cl->lock);
+	return NULL;
+}
+
+static void closer_init(struct closer *cl, unsigned n_threads)
+{
+	memset(cl, 0, sizeof(*cl));
+	pthread_mutex_init(&cl->lock, NULL);
+	pthread_cond_init(&cl->work, NULL);
+	pthread_cond_init(&cl->idle, NULL);
+	cl->n_threads = n_threads > CLOSER_MAX_THREADS ? CLOSER_MAX_THREADS : n_threads;
+}
+
+/* Starts the threads (lock held). Signals stay with the main thread, where
+ * libuv handles them. */
+static void closer_start(struct closer *cl)
+{
+	sigset_t all, old;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	while (cl->started < cl->n_threads) {
+		int r = pthread_create(&cl->threads[cl->started], NULL,
+				       closer_main, cl);
+		if (r != 0) {
+			log_warn("cuda: cannot start a release thread: %s",
+				 strerror(r));
+			break;
+		}
+		cl->started++;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	/* Asked once: with none started, fds are closed inline from now on. */
+	cl->n_threads = cl->started;
+}
+
+/* Takes ownership of fd and closes it soon. */
+static void closer_push(struct closer *cl, int fd)
+{
+	pthread_mutex_lock(&cl->lock);
+	if (cl->started < cl->n_threads)
+		closer_start(cl);
+	if (cl->started == 0)
+		goto inline_close;
+	if (cl->n == cl->cap) {
+		size_t cap = cl->cap ? 2 * cl->cap : 64;
+		int *fds = realloc(cl->fds, cap * sizeof(*fds));
+		if (!fds)
+			goto inline_close;
+		cl->fds = fds;
+		cl->cap = cap;
+	}
+	cl->fds[cl->n++] = fd;
+	pthread_cond_signal(&cl->work);
+	pthread_mutex_unlock(&cl->lock);
+	return;
+
+inline_close:
+	pthread_mutex_unlock(&cl->lock);
+	close(fd);
+}
+
+/* Returns when every fd pushed so far is closed. */
+static void closer_drain(struct closer *cl)
+{
+	pthread_mutex_lock(&cl->lock);
+	while (cl->n > 0 || cl->busy > 0)
+		pthread_cond_wait(&cl->idle, &cl->lock);
+	pthread_mutex_unlock(&cl->lock);
+}
+
+static void closer_destroy(struct closer *cl)
+{
+	pthread_mutex_lock(&cl->lock);
+	cl->stop = 1;
+	pthread_cond_broadcast(&cl->work);
+	pthread_mutex_unlock(&cl->lock);
+	/* The threads close what is queued before they see stop. */
+	for (unsigned i = 0; i < cl->started; i++)
+		pthread_join(cl->threads[i], NULL);
+	free(cl->fds);
+	pthread_cond_destroy(&cl->idle);
+	pthread_cond_destroy(&cl->work);
+	pthread_mutex_destroy(&cl->lock);
+}
+
+/* ---- backend operations ------------------------------------------------ */
+
+static void cuda_prop(CUmemAllocationProp *prop, CUdevice dev)
+{
+	memset(prop, 0, sizeof(*prop));
+	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop->location.id = dev;
+}
+
+static void cuda_destroy(struct backend *b)
+{
+	struct cuda_backend *cb = cuda_of(b);
+
+	closer_destroy(&cb->closer);
+	nvml_close(cb->nvml);
+	/* libcuda stays loaded: its threads outlive any dlclose. */
+	free(cb);
+}
+
+static int cuda_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
+			 uint64_t *total_bytes)
+{
+	struct cuda_backend *cb = cuda_of(b);
+	const struct backend_device *d = &b->devices[dev];
+
+	/* Chunks released a moment ago must show as free. */
+	closer_drain(&cb->closer);
+	if (cb->nvml_dev[dev] &&
+	    nvml_memory_info(cb->nvml, cb->nvml_dev[dev], free_bytes,
+			     total_bytes) == 0)
+		return 0;
+	if (!cb->warned_no_nvml) {
+		log_debug("cuda: no NVML for device %u: free memory reported as "
+			  "total less vramd's chunks (other processes' memory "
+			  "not seen)", dev);
+		cb->warned_no_nvml = 1;
+	}
+	*total_bytes = d->total_bytes;
+	*free_bytes = d->total_bytes > d->used_bytes ? d->total_bytes - d->used_bytes : 0;
+	return 0;
+}
+
+static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
+{
+	struct cuda_backend *cb = cuda_of(b);
+	const struct cuda_driver *cu = &cb->cu;
+	CUmemAllocationProp prop;
+	CUmemGenericAllocationHandle h;
+	CUresult cr;
+	int fd = -1, flags;
+
+	/* Memory given back a moment ago must be free before we ask again. */
+	closer_drain(&cb->closer);
+	cuda_prop(&prop, cb->cudev[dev]);
+	cr = cu->cuMemCreate(&h, c->size, &prop, 0);
+	if (cr != CUDA_SUCCESS) {
+		if (cr == CUDA_ERROR_OUT_OF_MEMORY)
+			log_debug("cuda: device %u: no room for %llu MiB", dev,
+				  (unsigned long long)(c->size >> 20));
+		else
+			log_err("cuda: cuMemCreate(%llu MiB) on device %u: %s",
+				(unsigned long long)(c->size >> 20), dev,
+				cuda_strerror(cu, cr));
+		return cuda_errno(cr);
+	}
+	cr = cu->cuMemExportToShareableHandle(
+		&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	/* The fd (if any) now holds the allocation; the handle is not needed,
+	 * and if export failed this release frees the memory. */
+	CUresult rr = cu->cuMemRelease(h);
+	if (rr != CUDA_SUCCESS)
+		log_err("cuda: cuMemRelease after export: %s (%llu MiB stay "
+			"allocated until vramd exits)",
+			cuda_strerror(cu, rr), (unsigned long long)(c->size >> 20));
+	if (cr != CUDA_SUCCESS) {
+		log_err("cuda: cuMemExportToShareableHandle: %s",
+			cuda_strerror(cu, cr));
+		return cuda_errno(cr);
+	}
+	flags = fcntl(fd, F_GETFD);
+	if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
+		int r = -errno;
+		log_err("cuda: exported fd %d: %s", fd, strerror(errno));
+		close(fd);
+		return r;
+	}
+	c->fd = fd;
+	c->handle = 0;
+	return 0;
+}
+
+static void cuda_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
+{
+	closer_push(&cuda_of(b)->closer, c->fd);
+	c->fd = -1;
+}
+
+static const struct backend_ops cuda_ops = {
+	.name = "cuda",
+	.destroy = cuda_destroy,
+	.mem_info = cuda_mem_info,
+	.chunk_create = cuda_chunk_create,
+	.chunk_release = cuda_chunk_release,
+};
+
+/* ---- opening ------------------------------------------------------------ */
+
+static void cuda_format_uuid(const CUuuid *u, char *out, size_t len)
+{
+	const unsigned char *b = (const unsigned char *)u->bytes;
+	snprintf(out, len,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+		 b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* Fills b->devices[i] for CUDA device i; -ENODEV if it cannot serve. */
+static int cuda_device_init(struct cuda_backend *cb, unsigned i)
+{
+	const struct cuda_driver *cu = &cb->cu;
+	struct backend_device *d = &cb->base.devices[i];
+	CUmemAllocationProp prop;
+	CUuuid uuid;
+	char name[96] = "?";
+	size_t total = 0, gran = 0;
+	int vmm = 0, posix = 0;
+	CUresult cr;
+
+	cr = cu->cuDeviceGet(&cb->cudev[i], (int)i);
+	if (cr == CUDA_SUCCESS)
+		cr = cu->cuDeviceGetUuid(&uuid, cb->cudev[i]);
+	if (cr == CUDA_SUCCESS)
+		cr = cu->cuDeviceTotalMem(&total, cb->cudev[i]);
+	if (cr == CUDA_SUCCESS)
+		cr = cu->cuDeviceGetAttribute(
+			&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+			cb->cudev[i]);
+	if (cr == CUDA_SUCCESS)
+		cr = cu->cuDeviceGetAttribute(
+			&posix,
+			CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+			cb->cudev[i]);
+	if (cr != CUDA_SUCCESS) {
+		log_err("cuda: device %u: %s", i, cuda_strerror(cu, cr));
+		return -ENODEV;
+	}
+	cu->cuDeviceGetName(name, sizeof(name), cb->cudev[i]);
+	if (!vmm || !posix) {
+		log_err("cuda: device %u (%s) lacks %s", i, name,
+			!vmm ? "the virtual memory management API"
+			     : "POSIX fd export of memory");
+		return -ENODEV;
+	}
+	cuda_prop(&prop, cb->cudev[i]);
+	cr = cu->cuMemGetAllocationGranularity(&gran, &prop,
+					       CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+	if (cr != CUDA_SUCCESS || gran == 0)
+		cr = cu->cuMemGetAllocationGranularity(&gran, &prop,
+						       CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+	if (cr != CUDA_SUCCESS || gran == 0) {
+		log_err("cuda: device %u: allocation granularity: %s", i,
+			cuda_strerror(cu, cr));
+		return -ENODEV;
+	}
+	d->index = i;
+	cuda_format_uuid(&uuid, d->uuid, sizeof(d->uuid));
+	d->total_bytes = total;
+	d->granularity = gran;
+	d->used_bytes = 0;
+	if (cb->nvml && nvml_device_by_uuid(cb->nvml, d->uuid, &cb->nvml_dev[i]) < 0)
+		log_warn("cuda: NVML does not know %s; its free memory will not "
+			 "count other processes", d->uuid);
+	log_info("cuda: device %u: %s %s, %.1f GiB, granularity %llu KiB", i,
+		 name, d->uuid, (double)total / (1 << 30),
+		 (unsigned long long)(gran >> 10));
+	return 0;
+}
+
+static unsigned cuda_release_threads(void)
+{
+	const char *s = getenv("VRAM_CUDA_RELEASE_THREADS");
+	if (!s || !*s)
+		return CLOSER_DEFAULT_THREADS;
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+	if (*end || v > CLOSER_MAX_THREADS) {
+		log_warn("cuda: VRAM_CUDA_RELEASE_THREADS=%s ignored (0-%d)", s,
+			 CLOSER_MAX_THREADS);
+		return CLOSER_DEFAULT_THREADS;
+	}
+	return (unsigned)v;
+}
+
+/* Opens the CUDA backend: loads libcuda.so.1, cuInit, one backend device per
+ * CUDA device (CUDA_VISIBLE_DEVICES applies), NVML when present. Creates no
+ * context. -ENOENT without the driver library, -ENODEV without a usable
+ * device, -ENOSYS for a driver older than CUDA 11.4. */
+int backend_cuda_open(const struct backend_config *cfg, struct backend **out)
+{
+	struct cuda_backend *cb;
+	char why[256] = "";
+	int count = 0, version = 0, r;
+	CUresult cr;
+
+	cb = calloc(1, sizeof(*cb));
+	if (!cb)
+		return -ENOMEM;
+	r = cuda_driver_load(&cb->cu, why, sizeof(why));
+	if (r < 0) {
+		if (r == -ENOENT)
+			log_debug("cuda: no driver library: %s", why);
+		else
+			log_err("cuda: %s", why);
+		free(cb);
+		return r;
+	}
+	cr = cb->cu.cuInit(0);
+	if (cr == CUDA_SUCCESS)
+		cr = cb->cu.cuDeviceGetCount(&count);
+	if (cr != CUDA_SUCCESS || count == 0) {
+		if (cr == CUDA_SUCCESS || cr == CUDA_ERROR_NO_DEVICE)
+			log_info("cuda: no CUDA device");
+		else
+			log_err("cuda: cuInit: %s", cuda_strerror(&cb->cu, cr));
+		free(cb);
+		return -ENODEV;
+	}
+	if (count > BACKEND_MAX_DEVICES) {
+		log_warn("cuda: using the first %d of %d devices",
+			 BACKEND_MAX_DEVICES, count);
+		count = BACKEND_MAX_DEVICES;
+	}
+	cb->cu.cuDriverGetVersion(&version);
+	log_info("cuda: driver API %d.%d, %d device(s); no context in vramd",
+		 version / 1000, version % 1000 / 10, count);
+	r = nvml_open(&cb->nvml);
+	if (r < 0) {
+		cb->nvml = NULL;
+		log_info("cuda: NVML unavailable (%s): free memory will count "
+			 "only vramd's chunks", strerror(-r));
+	}
+	cb->base.ops = &cuda_ops;
+	cb->base.priv = cb;
+	cb->base.n_devices = (unsigned)count;
+	for (unsigned i = 0; i < cb->base.n_devices; i++) {
+		r = cuda_device_init(cb, i);
+		if (r < 0) {
+			nvml_close(cb->nvml);
+			free(cb);
+			return r;
+		}
+	}
+	closer_init(&cb->closer, cuda_release_threads());
+	*out = &cb->base;
+	return 0;
+}
