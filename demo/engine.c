@@ -115,15 +115,14 @@ static vram_pool *engine_pool(struct engine *e, const char *name,
 	return p;
 }
 
-static void engine_load(struct engine *e, uint64_t weights_mib,
-			uint64_t kv_mib)
+static void engine_load(struct engine *e, uint64_t weights_mib, uint64_t kv_mib)
 {
 	char a[32], b[32];
 	uint64_t h = 0xcbf29ce484222325;
 	int r;
 
-	e->weights = engine_pool(e, "engine.weights", "weights",
-				 VRAM_POLICY_HOST);
+	e->weights =
+		engine_pool(e, "engine.weights", "weights", VRAM_POLICY_HOST);
 	e->kv = engine_pool(e, "engine.kv", "kv_cache", VRAM_POLICY_DISCARD);
 
 	/* Weights as a few tensors, the way a model has layers: they come
@@ -155,8 +154,8 @@ static void engine_load(struct engine *e, uint64_t weights_mib,
 	printf("engine: weights %s in %d tensors at %#" PRIxPTR
 	       " (pool %s), checksum %016" PRIx64 "\n",
 	       mib_text(weights_mib * MIB, a, sizeof(a)), N_LAYERS,
-	       e->weights_base, mib_text(vram_pool_size(e->weights), b, sizeof(b)),
-	       e->checksum);
+	       e->weights_base,
+	       mib_text(vram_pool_size(e->weights), b, sizeof(b)), e->checksum);
 	printf("engine: KV cache %s at %#" PRIxPTR " (pool %s)\n",
 	       mib_text(e->kv_bytes, a, sizeof(a)), e->kv_base,
 	       mib_text(vram_pool_size(e->kv), b, sizeof(b)));
@@ -194,7 +193,8 @@ static bool engine_verify(struct engine *e)
 			h = checksum_add(h, w[k]);
 			if (w[k] != want && ok) {
 				printf("engine: FAILED: tensor %d differs at byte "
-				       "%zu: %016" PRIx64 ", want %016" PRIx64 "\n",
+				       "%zu: %016" PRIx64 ", want %016" PRIx64
+				       "\n",
 				       i, k * 8, w[k], want);
 				ok = false;
 			}
@@ -212,8 +212,7 @@ static bool engine_verify(struct engine *e)
 }
 
 /* A decimal number in [min, max], digits only. 0 or -EINVAL. */
-static int parse_uint(const char *s, uint64_t min, uint64_t max,
-		      uint64_t *out)
+static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -285,8 +284,9 @@ int main(int argc, char **argv)
 	if (r < 0)
 		die_vram("cannot connect to vramd", r);
 	if (strcmp(vram_client_backend(e.client), "host") != 0) {
-		fprintf(stderr, "engine: the demo writes pool memory with the "
-				"CPU, so it needs vramd's host backend, not %s\n",
+		fprintf(stderr,
+			"engine: the demo writes pool memory with the "
+			"CPU, so it needs vramd's host backend, not %s\n",
 			vram_client_backend(e.client));
 		return 1;
 	}

@@ -36,7 +36,7 @@ struct trainer {
 	vram_client *client;
 	uint32_t engine_pid;
 	uint64_t bytes; /* what the training step needs */
-	int notify_fd;  /* -1: run straight through */
+	int notify_fd;	/* -1: run straight through */
 };
 
 static void fail_vram(const char *what, int r)
@@ -172,7 +172,8 @@ static void trainer_transition(struct trainer *t, bool pause)
 	if (pause ? rep.free_after < rep.free_before + rep.bytes :
 		    rep.free_before < rep.free_after + rep.bytes) {
 		printf("trainer: FAILED: the device's free memory did not "
-		       "move by %s\n", size_text(rep.bytes, a, sizeof(a)));
+		       "move by %s\n",
+		       size_text(rep.bytes, a, sizeof(a)));
 		exit(1);
 	}
 }
@@ -210,8 +211,7 @@ static vram_pool *trainer_train(struct trainer *t)
 	return p;
 }
 
-static int parse_uint(const char *s, uint64_t min, uint64_t max,
-		      uint64_t *out)
+static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *end;
 	unsigned long long v;
@@ -285,8 +285,9 @@ int main(int argc, char **argv)
 	if (r < 0)
 		fail_vram("cannot connect to vramd", r);
 	if (strcmp(vram_client_backend(t.client), "host") != 0) {
-		fprintf(stderr, "trainer: the demo writes pool memory with the "
-				"CPU, so it needs vramd's host backend, not %s\n",
+		fprintf(stderr,
+			"trainer: the demo writes pool memory with the "
+			"CPU, so it needs vramd's host backend, not %s\n",
 			vram_client_backend(t.client));
 		return 1;
 	}

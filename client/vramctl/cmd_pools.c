@@ -39,8 +39,8 @@ static const char *pool_flags_text(unsigned flags, char *buf, size_t size)
 	else if (unknown == 0)
 		snprintf(buf, size, "persist");
 	else
-		snprintf(buf, size, "%s0x%x", flags & VRAM_POOL_PERSIST ?
-			 "persist," : "", unknown);
+		snprintf(buf, size, "%s0x%x",
+			 flags & VRAM_POOL_PERSIST ? "persist," : "", unknown);
 	return buf;
 }
 
@@ -80,8 +80,8 @@ void pool_json(struct json *j, const struct vram_pool_info *p)
 }
 
 /* "1234/engine", or "-" for an orphaned persistent pool. */
-static const char *pool_owner_text(const struct vram_pool_info *p,
-				   char *buf, size_t size)
+static const char *pool_owner_text(const struct vram_pool_info *p, char *buf,
+				   size_t size)
 {
 	if (p->owner_pid == 0)
 		snprintf(buf, size, "-");
@@ -164,14 +164,17 @@ int cmd_ls(struct ctl *ctl, int argc, char **argv)
 		switch (opt) {
 		case 'T':
 			if (!*optarg)
-				return ctl_usage_error(ctl, "--tag needs a tag");
+				return ctl_usage_error(ctl,
+						       "--tag needs a tag");
 			sel.tag = optarg;
 			filtered = true;
 			break;
 		case 'o':
-			if (ctl_parse_uint(optarg, UINT32_MAX, &v) < 0 || v == 0)
-				return ctl_usage_error(ctl, "--owner wants a pid, not '%s'",
-						       optarg);
+			if (ctl_parse_uint(optarg, UINT32_MAX, &v) < 0 ||
+			    v == 0)
+				return ctl_usage_error(
+					ctl, "--owner wants a pid, not '%s'",
+					optarg);
 			sel.owner_pid = (uint32_t)v;
 			filtered = true;
 			break;
@@ -233,10 +236,11 @@ static int show_print_text(const struct vram_pool_info *p)
 		       p->owner_pid, fmt_safe(p->owner_name, a, sizeof(a)),
 		       p->owner_uid);
 	else
-		printf("owner     none (orphaned; uid %" PRIu32 " may re-open it)\n",
+		printf("owner     none (orphaned; uid %" PRIu32
+		       " may re-open it)\n",
 		       p->owner_uid);
-	printf("bytes     %s (%" PRIu64 ")\n", fmt_bytes(p->bytes, a, sizeof(a)),
-	       p->bytes);
+	printf("bytes     %s (%" PRIu64 ")\n",
+	       fmt_bytes(p->bytes, a, sizeof(a)), p->bytes);
 	printf("chunks    %" PRIu32 "\n", p->chunks);
 	printf("reserve   %s (%" PRIu64 ")\n",
 	       fmt_bytes(p->reserve_bytes, a, sizeof(a)), p->reserve_bytes);

@@ -47,7 +47,7 @@ static int status_print_json(const struct vram_stats *st)
 static int status_print_text(const struct vram_stats *st)
 {
 	static const struct table_column cols[] = {
-		{ "DEV", TABLE_RIGHT },   { "UUID", TABLE_LEFT },
+		{ "DEV", TABLE_RIGHT },	  { "UUID", TABLE_LEFT },
 		{ "TOTAL", TABLE_RIGHT }, { "FREE", TABLE_RIGHT },
 		{ "USED", TABLE_RIGHT },  { "GRANULARITY", TABLE_RIGHT },
 	};
@@ -78,7 +78,8 @@ static int status_print_text(const struct vram_stats *st)
 	for (unsigned i = 0; i < st->n_devices && i < VRAM_MAX_DEVICES; i++) {
 		const struct vram_device_info *d = &st->devices[i];
 		uint64_t used = d->total_bytes > d->free_bytes ?
-					d->total_bytes - d->free_bytes : 0;
+					d->total_bytes - d->free_bytes :
+					0;
 
 		table_cell(t, "%u", d->index);
 		table_cell(t, "%s", d->uuid[0] ? d->uuid : "-");

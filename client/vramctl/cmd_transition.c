@@ -38,9 +38,9 @@ static const char resume_help[] =
 	"Selection, --timeout and exit statuses are those of pause.\n";
 
 struct transition {
-	const char *verb;   /* "pause", "resume" */
-	const char *done;   /* "paused", "resumed" */
-	const char *moved;  /* "released", "restored" */
+	const char *verb;  /* "pause", "resume" */
+	const char *done;  /* "paused", "resumed" */
+	const char *moved; /* "released", "restored" */
 	const char *help;
 	bool resume;
 	int (*call)(vram_client *c, const struct vram_selector *sel,
@@ -187,13 +187,16 @@ static int transition_run(struct ctl *ctl, const struct transition *tr,
 		switch (opt) {
 		case 'T':
 			if (!*optarg)
-				return ctl_usage_error(ctl, "--tag needs a tag");
+				return ctl_usage_error(ctl,
+						       "--tag needs a tag");
 			sel.tag = optarg;
 			break;
 		case 'o':
-			if (ctl_parse_uint(optarg, UINT32_MAX, &v) < 0 || v == 0)
-				return ctl_usage_error(ctl, "--owner wants a pid, not '%s'",
-						       optarg);
+			if (ctl_parse_uint(optarg, UINT32_MAX, &v) < 0 ||
+			    v == 0)
+				return ctl_usage_error(
+					ctl, "--owner wants a pid, not '%s'",
+					optarg);
 			sel.owner_pid = (uint32_t)v;
 			break;
 		case 'a':
@@ -211,7 +214,8 @@ static int transition_run(struct ctl *ctl, const struct transition *tr,
 	}
 	if (optind < argc) {
 		if (!argv[optind][0])
-			return ctl_usage_error(ctl, "a pool name cannot be empty");
+			return ctl_usage_error(ctl,
+					       "a pool name cannot be empty");
 		sel.name = argv[optind++];
 	}
 	if (optind < argc)

@@ -65,9 +65,9 @@ int ctl_common_option(struct ctl *ctl, int opt, const char *arg)
 		return 0;
 	case 't':
 		if (ctl_parse_uint(arg, UINT32_MAX, &v) < 0)
-			return ctl_usage_error(ctl,
-					       "--timeout wants milliseconds, not '%s'",
-					       arg);
+			return ctl_usage_error(
+				ctl, "--timeout wants milliseconds, not '%s'",
+				arg);
 		ctl->timeout_ms = (unsigned)v;
 		return 0;
 	default:

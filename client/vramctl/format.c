@@ -21,7 +21,8 @@ const char *fmt_bytes(uint64_t bytes, char *buf, size_t size)
 		u++;
 	}
 	if ((bytes & ((UINT64_C(1) << (10 * u)) - 1)) == 0) {
-		snprintf(buf, size, "%" PRIu64 "%c", bytes >> (10 * u), units[u]);
+		snprintf(buf, size, "%" PRIu64 "%c", bytes >> (10 * u),
+			 units[u]);
 		return buf;
 	}
 	/* 1023.96M would print as "1024.0M": say "1.0G" instead. */

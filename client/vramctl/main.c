@@ -16,7 +16,8 @@ static const struct command commands[] = {
 	{ "ls", cmd_ls, "list pools [--tag TAG] [--owner PID]" },
 	{ "show", cmd_show, "every field of one pool, its mappers too" },
 	{ "pause", cmd_pause, "pause POOL | --tag TAG | --owner PID | --all" },
-	{ "resume", cmd_resume, "resume POOL | --tag TAG | --owner PID | --all" },
+	{ "resume", cmd_resume,
+	  "resume POOL | --tag TAG | --owner PID | --all" },
 	{ "drop", cmd_drop, "drop a pool: free its memory and backup" },
 };
 
@@ -31,7 +32,8 @@ static void usage(FILE *f)
 	      "Commands:\n",
 	      f);
 	for (size_t i = 0; i < N_COMMANDS; i++)
-		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-8s %s\n", commands[i].name,
+			commands[i].summary);
 	fputs("  help     help [COMMAND]: this text, or a command's\n"
 	      "\n"
 	      "Options (also accepted after the command):\n"
@@ -76,7 +78,8 @@ static int help_run(struct ctl *ctl, int argc, char **argv)
 		return CTL_EXIT_OK;
 	}
 	if (argc > 2)
-		return ctl_usage_error(ctl, "unexpected argument '%s'", argv[2]);
+		return ctl_usage_error(ctl, "unexpected argument '%s'",
+				       argv[2]);
 	cmd = command_find(argv[1]);
 	if (!cmd)
 		return ctl_usage_error(ctl, "no command '%s'", argv[1]);

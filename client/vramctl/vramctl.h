@@ -34,7 +34,7 @@ enum ctl_exit {
 /* State of one vramctl run: the global options and the connection. */
 struct ctl {
 	const char *socket;  /* --socket, or NULL for libvram's default */
-	bool json;           /* --json */
+	bool json;	     /* --json */
 	unsigned timeout_ms; /* --timeout: ack deadline, 0 = daemon default */
 	const char *command; /* the command's name, for messages */
 	vram_client *client; /* NULL until ctl_connect() */
@@ -46,11 +46,13 @@ struct ctl {
  * command's getopt_long() tables start with these; unknown results go to
  * ctl_common_option(). */
 #define CTL_COMMON_SHORTOPTS "hjs:t:"
+/* clang-format off */
 #define CTL_COMMON_LONGOPTS                                       \
 	{ "help", no_argument, NULL, 'h' },                       \
 	{ "json", no_argument, NULL, 'j' },                       \
 	{ "socket", required_argument, NULL, 's' },               \
 	{ "timeout", required_argument, NULL, 't' }
+/* clang-format on */
 
 /* Returned by ctl_common_option() for -h/--help. */
 #define CTL_HELP (-1)
