@@ -1,0 +1,485 @@
+/* A stand-in for libcuda.so.1, so that the CUDA backend's logic (loading,
+ * error paths, fd handling, contexts pushed and popped, copies cut into
+ * pieces) is tested on machines without a GPU. tests/unit/cuda_fake.h
+ * compiles it into a shared library at test time and points VRAM_LIBCUDA
+ * at it; it is not part of any build.
+ *
+ * Device memory is a memfd per allocation, a reserved range is a PROT_NONE
+ * mapping, mapping is mmap(MAP_FIXED) of the memfd into it, and copies are
+ * memcpy, as in the host backend. Tests read counters with fake_count()
+ * and make the next call to a function fail with fake_fail().
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+#define OK 0
+#define INVALID_VALUE 1
+#define OUT_OF_MEMORY 2
+#define INVALID_CONTEXT 201
+#define HOST_NOT_REGISTERED 713
+
+struct handle {
+	int fd;
+	size_t size;
+};
+
+struct access_desc {
+	int loc_type, loc_id;
+	int flags;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static __thread int ctx_depth;
+static int handles, mapped, retained, streams, registered, copies, syncs,
+	ctx_syncs, creates, readonly_maps;
+static char fail_fn[64];
+static int fail_code;
+
+int fake_count(const char *what);
+void fake_fail(const char *fn, int code);
+
+int fake_count(const char *what)
+{
+	static const struct {
+		const char *name;
+		int *v;
+	} counters[] = {
+		{ "handles", &handles },   { "mapped", &mapped },
+		{ "retained", &retained }, { "streams", &streams },
+		{ "registered", &registered }, { "copies", &copies },
+		{ "syncs", &syncs },       { "ctx_syncs", &ctx_syncs },
+		{ "creates", &creates },   { "readonly_maps", &readonly_maps },
+	};
+	if (strcmp(what, "ctx_depth") == 0)
+		return ctx_depth;
+	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
+		if (strcmp(what, counters[i].name) == 0) {
+			pthread_mutex_lock(&lock);
+			int v = *counters[i].v;
+			pthread_mutex_unlock(&lock);
+			return v;
+		}
+	return -1;
+}
+
+/* The next call of fn returns code (once). */
+void fake_fail(const char *fn, int code)
+{
+	pthread_mutex_lock(&lock);
+	snprintf(fail_fn, sizeof(fail_fn), "%s", fn);
+	fail_code = code;
+	pthread_mutex_unlock(&lock);
+}
+
+static int failing(const char *fn)
+{
+	int code = 0;
+	pthread_mutex_lock(&lock);
+	if (strcmp(fail_fn, fn) == 0) {
+		code = fail_code;
+		fail_fn[0] = 0;
+	}
+	pthread_mutex_unlock(&lock);
+	return code;
+}
+
+static void bump(int *counter, int by)
+{
+	pthread_mutex_lock(&lock);
+	*counter += by;
+	pthread_mutex_unlock(&lock);
+}
+
+static int env_int(const char *name, int def)
+{
+	const char *s = getenv(name);
+	return s && *s ? atoi(s) : def;
+}
+
+#define FAIL_POINT(fn)                        \
+	do {                                  \
+		int code_ = failing(fn);      \
+		if (code_)                    \
+			return code_;         \
+	} while (0)
+
+#define NEED_CONTEXT()                        \
+	do {                                  \
+		if (ctx_depth == 0)           \
+			return INVALID_CONTEXT; \
+	} while (0)
+
+/* ---- the driver API ------------------------------------------------------- */
+
+CUresult cuInit(unsigned flags)
+{
+	return env_int("FAKE_CUDA_INIT_ERROR", 0);
+}
+
+CUresult cuDriverGetVersion(int *v)
+{
+	*v = 13000;
+	return OK;
+}
+
+CUresult cuGetErrorString(CUresult e, const char **s)
+{
+	*s = e == OUT_OF_MEMORY ? "out of memory" : "fake failure";
+	return OK;
+}
+
+CUresult cuGetErrorName(CUresult e, const char **s)
+{
+	*s = e == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_FAKE";
+	return OK;
+}
+
+CUresult cuDeviceGetCount(int *n)
+{
+	*n = env_int("FAKE_CUDA_DEVICES", 1);
+	return OK;
+}
+
+CUresult cuDeviceGet(int *dev, int ordinal)
+{
+	if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1))
+		return 101;
+	*dev = ordinal;
+	return OK;
+}
+
+CUresult cuDeviceGetName(char *name, int len, int dev)
+{
+	snprintf(name, (size_t)len, "Fake GPU %d", dev);
+	return OK;
+}
+
+CUresult cuDeviceGetUuid_v2(unsigned char *uuid, int dev)
+{
+	for (int i = 0; i < 16; i++)
+		uuid[i] = (unsigned char)(i + 16 * dev);
+	return OK;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)
+{
+	*bytes = 1ull << 30;
+	return OK;
+}
+
+CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
+{
+	*v = attr == 102 ? !env_int("FAKE_CUDA_NO_VMM", 0) : 1;
+	return OK;
+}
+
+CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+	static int ctxs[16];
+	*ctx = &ctxs[dev & 15];
+	bump(&retained, 1);
+	return OK;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(int dev)
+{
+	bump(&retained, -1);
+	return OK;
+}
+
+CUresult cuCtxPushCurrent_v2(void *ctx)
+{
+	FAIL_POINT("cuCtxPushCurrent");
+	ctx_depth++;
+	return OK;
+}
+
+CUresult cuCtxPopCurrent_v2(void **ctx)
+{
+	if (ctx_depth == 0)
+		return INVALID_CONTEXT;
+	ctx_depth--;
+	return OK;
+}
+
+CUresult cuCtxSetCurrent(void *ctx)
+{
+	return OK;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+	NEED_CONTEXT();
+	FAIL_POINT("cuCtxSynchronize");
+	bump(&ctx_syncs, 1);
+	return OK;
+}
+
+CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
+{
+	*f = *t = 1ull << 30;
+	return OK;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int option)
+{
+	*g = 2u << 20;
+	return OK;
+}
+
+static struct handle *handle_new(int fd, size_t size)
+{
+	struct handle *h = malloc(sizeof(*h));
+	h->fd = fd;
+	h->size = size;
+	bump(&handles, 1);
+	return h;
+}
+
+CUresult cuMemCreate(unsigned long long *out, size_t size, const void *prop,
+		     unsigned long long flags)
+{
+	FAIL_POINT("cuMemCreate");
+	int fd = memfd_create("fake-gpu", MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+		return OUT_OF_MEMORY;
+	*out = (uintptr_t)handle_new(fd, size);
+	bump(&creates, 1);
+	return OK;
+}
+
+CUresult cuMemRelease(unsigned long long hv)
+{
+	struct handle *h = (struct handle *)(uintptr_t)hv;
+	close(h->fd);
+	free(h);
+	bump(&handles, -1);
+	return OK;
+}
+
+CUresult cuMemExportToShareableHandle(void *out, unsigned long long hv, int type,
+				      unsigned long long flags)
+{
+	struct handle *h = (struct handle *)(uintptr_t)hv;
+	FAIL_POINT("cuMemExportToShareableHandle");
+	if (type != 1)
+		return INVALID_VALUE;
+	/* Like the driver: not CLOEXEC; the backend must set it. */
+	*(int *)out = dup(h->fd);
+	return OK;
+}
+
+CUresult cuMemImportFromShareableHandle(unsigned long long *out, void *os,
+					int type)
+{
+	int fd = (int)(intptr_t)os;
+	struct stat st;
+	FAIL_POINT("cuMemImportFromShareableHandle");
+	if (type != 1 || fstat(fd, &st) < 0)
+		return INVALID_VALUE;
+	*out = (uintptr_t)handle_new(fcntl(fd, F_DUPFD_CLOEXEC, 0), (size_t)st.st_size);
+	return OK;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
+			     CUdeviceptr addr, unsigned long long flags)
+{
+	FAIL_POINT("cuMemAddressReserve");
+	if (align == 0)
+		align = 2u << 20;
+	char *p = mmap(NULL, size + align, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return OUT_OF_MEMORY;
+	uintptr_t a = ((uintptr_t)p + align - 1) / align * align;
+	if (a > (uintptr_t)p)
+		munmap(p, a - (uintptr_t)p);
+	if ((uintptr_t)p + size + align > a + size)
+		munmap((void *)(a + size), (uintptr_t)p + size + align - (a + size));
+	*ptr = a;
+	return OK;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	return munmap((void *)(uintptr_t)ptr, size) == 0 ? OK : INVALID_VALUE;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t off, unsigned long long hv,
+		  unsigned long long flags)
+{
+	struct handle *h = (struct handle *)(uintptr_t)hv;
+	FAIL_POINT("cuMemMap");
+	if (off + size > h->size)
+		return INVALID_VALUE;
+	/* No access until cuMemSetAccess, as on a GPU. */
+	if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
+		 h->fd, (off_t)off) == MAP_FAILED)
+		return INVALID_VALUE;
+	bump(&mapped, 1);
+	return OK;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	FAIL_POINT("cuMemUnmap");
+	if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+		 0) == MAP_FAILED)
+		return INVALID_VALUE;
+	bump(&mapped, -1);
+	return OK;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
+			const struct access_desc *desc, size_t count)
+{
+	FAIL_POINT("cuMemSetAccess");
+	if (count != 1 || desc->loc_type != 1)
+		return INVALID_VALUE;
+	if (desc->flags == 1 && env_int("FAKE_CUDA_NO_READONLY", 0))
+		return INVALID_VALUE;
+	if (desc->flags == 1)
+		bump(&readonly_maps, 1);
+	int prot = desc->flags == 3 ? PROT_READ | PROT_WRITE : PROT_READ;
+	return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? OK : INVALID_VALUE;
+}
+
+CUresult cuStreamCreate(void **s, unsigned flags)
+{
+	static int ids;
+	NEED_CONTEXT();
+	FAIL_POINT("cuStreamCreate");
+	pthread_mutex_lock(&lock);
+	*s = (void *)(intptr_t)++ids;
+	streams++;
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
+CUresult cuStreamDestroy_v2(void *s)
+{
+	NEED_CONTEXT();
+	bump(&streams, -1);
+	return OK;
+}
+
+CUresult cuStreamSynchronize(void *s)
+{
+	NEED_CONTEXT();
+	bump(&syncs, 1);
+	return OK;
+}
+
+CUresult cuEventCreate(void **e, unsigned flags)
+{
+	*e = malloc(1);
+	return OK;
+}
+
+CUresult cuEventRecord(void *e, void *s)
+{
+	return OK;
+}
+
+CUresult cuEventSynchronize(void *e)
+{
+	return OK;
+}
+
+CUresult cuEventDestroy_v2(void *e)
+{
+	free(e);
+	return OK;
+}
+
+CUresult cuMemHostRegister_v2(void *p, size_t len, unsigned flags)
+{
+	NEED_CONTEXT();
+	FAIL_POINT("cuMemHostRegister");
+	bump(&registered, 1);
+	return OK;
+}
+
+CUresult cuMemHostUnregister(void *p)
+{
+	NEED_CONTEXT();
+	if (registered == 0)
+		return HOST_NOT_REGISTERED;
+	bump(&registered, -1);
+	return OK;
+}
+
+CUresult cuMemAllocHost_v2(void **p, size_t len)
+{
+	*p = malloc(len);
+	return *p ? OK : OUT_OF_MEMORY;
+}
+
+CUresult cuMemFreeHost(void *p)
+{
+	free(p);
+	return OK;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t len)
+{
+	*p = (uintptr_t)malloc(len);
+	return *p ? OK : OUT_OF_MEMORY;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr p)
+{
+	free((void *)(uintptr_t)p);
+	return OK;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t len)
+{
+	memcpy((void *)(uintptr_t)dst, src, len);
+	return OK;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len)
+{
+	memcpy(dst, (const void *)(uintptr_t)src, len);
+	return OK;
+}
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len, void *s)
+{
+	NEED_CONTEXT();
+	FAIL_POINT("cuMemcpyHtoDAsync");
+	memcpy((void *)(uintptr_t)dst, src, len);
+	bump(&copies, 1);
+	return OK;
+}
+
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t len, void *s)
+{
+	NEED_CONTEXT();
+	FAIL_POINT("cuMemcpyDtoHAsync");
+	memcpy(dst, (const void *)(uintptr_t)src, len);
+	bump(&copies, 1);
+	return OK;
+}
+
+CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n)
+{
+	unsigned *p = (unsigned *)(uintptr_t)dst;
+	for (size_t i = 0; i < n; i++)
+		p[i] = v;
+	return OK;
+}

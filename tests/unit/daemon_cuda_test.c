@@ -1,0 +1,243 @@
+/* The daemon's CUDA backend without a GPU: what happens when the driver is
+ * absent or unusable, and its chunk handling against a fake driver
+ * (tests/unit/cuda_fake/): fds exported CLOEXEC, the creating handle
+ * released at once, errors mapped, releases closed by threads and awaited
+ * before free memory is read. On a machine with a GPU, the real driver's
+ * devices are checked too. */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cuda_driver.h"
+#include "cuda_fake.h"
+#include "nvml.h"
+#include "test.h"
+
+#define GRAN (2ull << 20)
+
+static struct backend_config cuda_config(void)
+{
+	struct backend_config cfg = {
+		.name = "cuda",
+		.host_capacity = 64 * GRAN,
+		.host_devices = 1,
+		.host_granularity = GRAN,
+	};
+	return cfg;
+}
+
+static struct backend *fake_open(void)
+{
+	struct backend_config cfg = cuda_config();
+	struct backend *b = NULL;
+
+	cuda_fake_load();
+	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	ASSERT_OK(backend_open(&cfg, &b));
+	ASSERT_STREQ(b->ops->name, "cuda");
+	return b;
+}
+
+TEST(no_driver_is_enoent)
+{
+	struct backend_config cfg = cuda_config();
+	struct backend *b = NULL;
+	int fds = harness_count_fds(0);
+
+	setenv("VRAM_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+	ASSERT_EQ(backend_cuda_open(&cfg, &b), -ENOENT);
+	ASSERT(b == NULL);
+	ASSERT_EQ(harness_count_fds(0), fds);
+}
+
+TEST(auto_falls_back_to_host_without_driver)
+{
+	struct backend_config cfg = cuda_config();
+	struct backend *b = NULL;
+
+	setenv("VRAM_LIBCUDA", "/nonexistent/libcuda.so.1", 1);
+	cfg.name = "auto";
+	ASSERT_OK(backend_open(&cfg, &b));
+	ASSERT_STREQ(b->ops->name, "host");
+	backend_destroy(b);
+}
+
+TEST(library_without_entry_points_is_enosys)
+{
+	struct backend_config cfg = cuda_config();
+	struct backend *b = NULL;
+	struct cuda_driver cu;
+	char why[256];
+
+	/* A real library that is not the driver. */
+	setenv("VRAM_LIBCUDA", "libc.so.6", 1);
+	ASSERT_EQ(backend_cuda_open(&cfg, &b), -ENOSYS);
+	ASSERT_EQ(cuda_driver_load(&cu, why, sizeof(why)), -ENOSYS);
+	ASSERT(strstr(why, "cuInit") != NULL);
+}
+
+TEST(nvml_absent_is_enoent)
+{
+	struct nvml *n = NULL;
+
+	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	ASSERT_EQ(nvml_open(&n), -ENOENT);
+	setenv("VRAM_LIBNVML", "libc.so.6", 1);
+	ASSERT_EQ(nvml_open(&n), -ENOSYS);
+}
+
+TEST(errno_mapping)
+{
+	ASSERT_EQ(cuda_errno(CUDA_SUCCESS), 0);
+	ASSERT_EQ(cuda_errno(CUDA_ERROR_OUT_OF_MEMORY), -ENOMEM);
+	ASSERT_EQ(cuda_errno(CUDA_ERROR_NO_DEVICE), -ENODEV);
+	ASSERT_EQ(cuda_errno(CUDA_ERROR_INVALID_VALUE), -EINVAL);
+	ASSERT_EQ(cuda_errno(CUDA_ERROR_NOT_SUPPORTED), -ENOTSUP);
+	ASSERT_EQ(cuda_errno(CUDA_ERROR_ILLEGAL_ADDRESS), -EIO);
+	ASSERT_EQ(cuda_errno(12345), -EIO);
+}
+
+TEST(fake_devices_uuid_and_granularity)
+{
+	struct backend *b;
+	uint64_t free_b, total;
+
+	setenv("FAKE_CUDA_DEVICES", "2", 1);
+	b = fake_open();
+	ASSERT_EQ(b->n_devices, 2);
+	ASSERT_STREQ(b->devices[0].uuid, "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
+	ASSERT_STREQ(b->devices[1].uuid, "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
+	ASSERT_UEQ(b->devices[1].total_bytes, 1ull << 30);
+	ASSERT_UEQ(b->devices[0].granularity, GRAN);
+	/* Without NVML: total less what vramd holds. */
+	ASSERT_OK(backend_mem_info(b, 1, &free_b, &total));
+	ASSERT_UEQ(free_b, 1ull << 30);
+	ASSERT_UEQ(total, 1ull << 30);
+	backend_destroy(b);
+}
+
+TEST(fake_unusable_driver_is_enodev)
+{
+	struct backend_config cfg = cuda_config();
+	struct backend *b = NULL;
+
+	cuda_fake_load();
+	setenv("FAKE_CUDA_INIT_ERROR", "100", 1); /* CUDA_ERROR_NO_DEVICE */
+	ASSERT_EQ(backend_cuda_open(&cfg, &b), -ENODEV);
+	setenv("FAKE_CUDA_INIT_ERROR", "999", 1);
+	ASSERT_EQ(backend_cuda_open(&cfg, &b), -ENODEV);
+	unsetenv("FAKE_CUDA_INIT_ERROR");
+	setenv("FAKE_CUDA_DEVICES", "0", 1);
+	ASSERT_EQ(backend_cuda_open(&cfg, &b), -ENODEV);
+	setenv("FAKE_CUDA_DEVICES", "1", 1);
+	setenv("FAKE_CUDA_NO_VMM", "1", 1);
+	ASSERT_EQ(backend_cuda_open(&cfg, &b), -ENODEV);
+	ASSERT(b == NULL);
+}
+
+TEST(fake_chunk_fd_is_the_only_reference)
+{
+	struct backend *b = fake_open();
+	struct chunk c = { .size = 4 * GRAN, .fd = -1 };
+	int fds = harness_count_fds(0);
+	uint64_t free_b, total;
+
+	ASSERT_OK(backend_chunk_create(b, 0, &c));
+	ASSERT(c.fd >= 0);
+	ASSERT_EQ(fcntl(c.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	/* The creating handle was released: only the fd holds the memory. */
+	ASSERT_EQ(fake_count("handles"), 0);
+	ASSERT_EQ(harness_count_fds(0), fds + 1);
+	ASSERT_UEQ(b->devices[0].used_bytes, 4 * GRAN);
+	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_UEQ(free_b, total - 4 * GRAN);
+	backend_chunk_release(b, 0, &c);
+	ASSERT_EQ(c.fd, -1);
+	/* mem_info waits for the release threads. */
+	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_UEQ(free_b, total);
+	ASSERT_EQ(harness_count_fds(0), fds);
+	backend_destroy(b);
+}
+
+TEST(fake_create_errors_hold_nothing)
+{
+	struct backend *b = fake_open();
+	struct chunk c = { .size = 2 * GRAN, .fd = -1 };
+	int fds = harness_count_fds(0);
+
+	fake_fail("cuMemCreate", CUDA_ERROR_OUT_OF_MEMORY);
+	ASSERT_EQ(backend_chunk_create(b, 0, &c), -ENOMEM);
+	fake_fail("cuMemCreate", CUDA_ERROR_INVALID_VALUE);
+	ASSERT_EQ(backend_chunk_create(b, 0, &c), -EINVAL);
+	/* Export fails after create: the handle is released, no fd. */
+	fake_fail("cuMemExportToShareableHandle", CUDA_ERROR_NOT_SUPPORTED);
+	ASSERT_EQ(backend_chunk_create(b, 0, &c), -ENOTSUP);
+	ASSERT_EQ(c.fd, -1);
+	ASSERT_EQ(fake_count("handles"), 0);
+	ASSERT_EQ(harness_count_fds(0), fds);
+	ASSERT_UEQ(b->used_bytes, 0);
+	backend_destroy(b);
+}
+
+static void release_many(unsigned threads)
+{
+	char n[8];
+	snprintf(n, sizeof(n), "%u", threads);
+	setenv("VRAM_CUDA_RELEASE_THREADS", n, 1);
+	struct backend *b = fake_open();
+	struct chunk c[64];
+	int fds = harness_count_fds(0);
+	uint64_t free_b, total;
+
+	for (int i = 0; i < 64; i++) {
+		c[i] = (struct chunk){ .size = GRAN, .fd = -1 };
+		ASSERT_OK(backend_chunk_create(b, 0, &c[i]));
+	}
+	ASSERT_EQ(harness_count_fds(0), fds + 64);
+	for (int i = 0; i < 64; i++)
+		backend_chunk_release(b, 0, &c[i]);
+	ASSERT_UEQ(b->used_bytes, 0);
+	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_EQ(harness_count_fds(0), fds);
+	/* A create right after releases, then destroy with a release pending. */
+	ASSERT_OK(backend_chunk_create(b, 0, &c[0]));
+	backend_chunk_release(b, 0, &c[0]);
+	backend_destroy(b);
+	ASSERT_EQ(harness_count_fds(0), fds);
+}
+
+TEST(fake_release_threads)
+{
+	release_many(4);
+}
+
+TEST(fake_release_inline)
+{
+	release_many(0);
+}
+
+/* On a GPU machine (make test there): the real driver, no context made. */
+TEST(real_driver_devices)
+{
+	struct backend_config cfg = cuda_config();
+	struct backend *b = NULL;
+	uint64_t free_b, total;
+	int r;
+
+	unsetenv("VRAM_LIBCUDA");
+	r = backend_cuda_open(&cfg, &b);
+	if (r == -ENOENT || r == -ENODEV)
+		SKIP("no CUDA driver or device here (%s)", strerror(-r));
+	ASSERT_OK(r);
+	ASSERT_GT(b->n_devices, 0);
+	for (unsigned i = 0; i < b->n_devices; i++) {
+		ASSERT_EQ(strncmp(b->devices[i].uuid, "GPU-", 4), 0);
+		ASSERT_EQ(strlen(b->devices[i].uuid), 40);
+		ASSERT_GT(b->devices[i].total_bytes, 0);
+		ASSERT_EQ(b->devices[i].granularity & (b->devices[i].granularity - 1), 0);
+		ASSERT_OK(backend_mem_info(b, i, &free_b, &total));
+		ASSERT_LE(free_b, total);
+	}
+	backend_destroy(b);
+}
