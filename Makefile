@@ -36,7 +36,7 @@ WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wvla -Wshadow \
 	-Wno-unused-parameter
 CFLAGS ?= -O2 -g
 ALL_CFLAGS := -std=gnu11 -fPIC -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANITIZE) \
-	-Iproto -Idaemon -Iclient -Iclient/include -Itests $(PKG_CFLAGS)
+	-Iproto -Idaemon -Iclient -Iclient/include -Itests -Itests/harness $(PKG_CFLAGS)
 # Generated code is not ours to lint.
 GEN_CFLAGS := $(filter-out -Werror -Wmissing-prototypes -Wshadow,$(ALL_CFLAGS))
 LDFLAGS_ALL := $(SANITIZE) $(LDFLAGS)

@@ -53,13 +53,21 @@ uint64_t server_free_bytes(struct server *srv)
 	return sum;
 }
 
-void server_update_status(struct server *srv)
+static void server_on_status(uv_timer_t *h)
 {
+	struct server *srv = h->data;
 	char status[160];
 	snprintf(status, sizeof(status), "%u sessions, %u pools, %llu MiB held",
 		 srv->n_sessions, srv->n_pools,
 		 (unsigned long long)(srv->backend->used_bytes >> 20));
 	notify_status(status);
+}
+
+/* Coalesced: at most one STATUS= a second, however busy the daemon is. */
+void server_update_status(struct server *srv)
+{
+	if (!uv_is_active((uv_handle_t *)&srv->status_timer) && !srv->stopping)
+		uv_timer_start(&srv->status_timer, server_on_status, 1000, 0);
 }
 
 struct pool *server_pool_by_id(struct server *srv, uint64_t id)
@@ -281,6 +289,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	srv->sig_term.data = srv->sig_int.data = srv;
 	uv_signal_start(&srv->sig_term, server_on_signal, SIGTERM);
 	uv_signal_start(&srv->sig_int, server_on_signal, SIGINT);
+	uv_timer_init(loop, &srv->status_timer);
+	srv->status_timer.data = srv;
 	uv_timer_init(loop, &srv->watchdog);
 	srv->watchdog_usec = notify_watchdog_usec();
 	if (srv->watchdog_usec) {
@@ -309,6 +319,7 @@ int server_run(struct server *srv)
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
 	uv_close((uv_handle_t *)&srv->watchdog, NULL);
+	uv_close((uv_handle_t *)&srv->status_timer, NULL);
 	/* Runs the close callbacks (sessions, transitions' timers). */
 	uv_run(srv->loop, UV_RUN_DEFAULT);
 	return 0;

@@ -25,6 +25,7 @@ struct server {
 	uv_poll_t listen_poll;
 	uv_signal_t sig_term, sig_int;
 	uv_timer_t watchdog;
+	uv_timer_t status_timer;
 	uv_idle_t reaper;  /* closes sessions marked broken */
 	uint64_t watchdog_usec;
 
