@@ -519,6 +519,9 @@ void request_handle(struct session *s, Vram__Request *req, int *fds,
 	case VRAM__REQUEST__BODY_STATS:
 		handle_stats(s, id);
 		break;
+	case VRAM__REQUEST__BODY_PING:
+		reply_ok(s, id);
+		break;
 	case VRAM__REQUEST__BODY_ACK:
 		transition_ack(s->srv, s, req->ack->event_id, req->ack->err,
 			       req->ack->message);

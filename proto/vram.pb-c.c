@@ -907,6 +907,51 @@ void   vram__stats__free_unpacked
   assert(message->base.descriptor == &vram__stats__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   vram__ping__init
+                     (Vram__Ping         *message)
+{
+  static const Vram__Ping init_value = VRAM__PING__INIT;
+  *message = init_value;
+}
+size_t vram__ping__get_packed_size
+                     (const Vram__Ping *message)
+{
+  assert(message->base.descriptor == &vram__ping__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__ping__pack
+                     (const Vram__Ping *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__ping__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__ping__pack_to_buffer
+                     (const Vram__Ping *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__ping__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__Ping *
+       vram__ping__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__Ping *)
+     protobuf_c_message_unpack (&vram__ping__descriptor,
+                                allocator, len, data);
+}
+void   vram__ping__free_unpacked
+                     (Vram__Ping *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__ping__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   vram__stats_reply__init
                      (Vram__StatsReply         *message)
 {
@@ -2567,6 +2612,24 @@ const ProtobufCMessageDescriptor vram__stats__descriptor =
   (ProtobufCMessageInit) vram__stats__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+#define vram__ping__field_descriptors NULL
+#define vram__ping__field_indices_by_name NULL
+#define vram__ping__number_ranges NULL
+const ProtobufCMessageDescriptor vram__ping__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.Ping",
+  "Ping",
+  "Vram__Ping",
+  "vram",
+  sizeof(Vram__Ping),
+  0,
+  vram__ping__field_descriptors,
+  vram__ping__field_indices_by_name,
+  0,  vram__ping__number_ranges,
+  (ProtobufCMessageInit) vram__ping__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[9] =
 {
   {
@@ -2773,7 +2836,7 @@ const ProtobufCMessageDescriptor vram__event_ack__descriptor =
   (ProtobufCMessageInit) vram__event_ack__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__request__field_descriptors[12] =
+static const ProtobufCFieldDescriptor vram__request__field_descriptors[13] =
 {
   {
     "id",
@@ -2919,6 +2982,18 @@ static const ProtobufCFieldDescriptor vram__request__field_descriptors[12] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "ping",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__Request, body_case),
+    offsetof(Vram__Request, ping),
+    &vram__ping__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__request__field_indices_by_name[] = {
   11,   /* field[11] = ack */
@@ -2926,6 +3001,7 @@ static const unsigned vram__request__field_indices_by_name[] = {
   0,   /* field[0] = id */
   9,   /* field[9] = list */
   7,   /* field[7] = pause */
+  12,   /* field[12] = ping */
   5,   /* field[5] = pool_close */
   2,   /* field[2] = pool_create */
   6,   /* field[6] = pool_drop */
@@ -2938,7 +3014,7 @@ static const ProtobufCIntRange vram__request__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 1 },
-  { 0, 12 }
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor vram__request__descriptor =
 {
@@ -2948,7 +3024,7 @@ const ProtobufCMessageDescriptor vram__request__descriptor =
   "Vram__Request",
   "vram",
   sizeof(Vram__Request),
-  12,
+  13,
   vram__request__field_descriptors,
   vram__request__field_indices_by_name,
   2,  vram__request__number_ranges,

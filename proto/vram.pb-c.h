@@ -35,6 +35,7 @@ typedef struct Vram__PoolInfo Vram__PoolInfo;
 typedef struct Vram__List Vram__List;
 typedef struct Vram__ListReply Vram__ListReply;
 typedef struct Vram__Stats Vram__Stats;
+typedef struct Vram__Ping Vram__Ping;
 typedef struct Vram__StatsReply Vram__StatsReply;
 typedef struct Vram__EventAck Vram__EventAck;
 typedef struct Vram__Request Vram__Request;
@@ -397,6 +398,15 @@ struct  Vram__Stats
      }
 
 
+struct  Vram__Ping
+{
+  ProtobufCMessage base;
+};
+#define VRAM__PING__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__ping__descriptor) \
+     }
+
+
 struct  Vram__StatsReply
 {
   ProtobufCMessage base;
@@ -452,7 +462,8 @@ typedef enum {
   VRAM__REQUEST__BODY_RESUME = 17,
   VRAM__REQUEST__BODY_LIST = 18,
   VRAM__REQUEST__BODY_STATS = 19,
-  VRAM__REQUEST__BODY_ACK = 20
+  VRAM__REQUEST__BODY_ACK = 20,
+  VRAM__REQUEST__BODY_PING = 21
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__REQUEST__BODY__CASE)
 } Vram__Request__BodyCase;
 
@@ -476,6 +487,7 @@ struct  Vram__Request
     Vram__List *list;
     Vram__Stats *stats;
     Vram__EventAck *ack;
+    Vram__Ping *ping;
   };
 };
 #define VRAM__REQUEST__INIT \
@@ -940,6 +952,25 @@ Vram__Stats *
 void   vram__stats__free_unpacked
                      (Vram__Stats *message,
                       ProtobufCAllocator *allocator);
+/* Vram__Ping methods */
+void   vram__ping__init
+                     (Vram__Ping         *message);
+size_t vram__ping__get_packed_size
+                     (const Vram__Ping   *message);
+size_t vram__ping__pack
+                     (const Vram__Ping   *message,
+                      uint8_t             *out);
+size_t vram__ping__pack_to_buffer
+                     (const Vram__Ping   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__Ping *
+       vram__ping__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__ping__free_unpacked
+                     (Vram__Ping *message,
+                      ProtobufCAllocator *allocator);
 /* Vram__StatsReply methods */
 void   vram__stats_reply__init
                      (Vram__StatsReply         *message);
@@ -1116,6 +1147,9 @@ typedef void (*Vram__ListReply_Closure)
 typedef void (*Vram__Stats_Closure)
                  (const Vram__Stats *message,
                   void *closure_data);
+typedef void (*Vram__Ping_Closure)
+                 (const Vram__Ping *message,
+                  void *closure_data);
 typedef void (*Vram__StatsReply_Closure)
                  (const Vram__StatsReply *message,
                   void *closure_data);
@@ -1164,6 +1198,7 @@ extern const ProtobufCMessageDescriptor vram__pool_info__descriptor;
 extern const ProtobufCMessageDescriptor vram__list__descriptor;
 extern const ProtobufCMessageDescriptor vram__list_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats__descriptor;
+extern const ProtobufCMessageDescriptor vram__ping__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__event_ack__descriptor;
 extern const ProtobufCMessageDescriptor vram__request__descriptor;
