@@ -82,6 +82,10 @@ int vram_connect(const char *path, const char *name, unsigned flags,
  * by the daemon unless created with VRAM_POOL_PERSIST. */
 void vram_client_close(vram_client *c);
 
+/* A no-op round trip to the daemon: 0 when it answers. For health checks
+ * and for measuring the control path's latency. */
+int vram_ping(vram_client *c);
+
 /* Backend the daemon runs: "host", "cuda" or "hip". Owned by the client. */
 const char *vram_client_backend(vram_client *c);
 

@@ -1,0 +1,154 @@
+/* Helpers shared by the integration tests: a real vramd (host backend) on
+ * a temporary socket, driven through the public API only. Header-only so
+ * that each test binary stays one file plus the harness. */
+#ifndef VRAM_INTEG_H
+#define VRAM_INTEG_H
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "test.h"
+#include "vram.h"
+
+#define MiB (1ull << 20)
+
+static struct harness_daemon integ_daemon;
+
+/* Starts vramd with a host device of capacity bytes ("64M"...). */
+static inline void integ_start(const char *capacity)
+{
+	const char *const extra[] = { "--host-capacity", capacity,
+				      "--ack-timeout-ms", "3000", NULL };
+	int r = harness_daemon_start(&integ_daemon, extra);
+	if (r < 0)
+		TEST_FAIL("cannot start vramd: %s", strerror(-r));
+}
+
+static inline void integ_stop(void)
+{
+	int r = harness_daemon_stop(&integ_daemon);
+	if (r != 0)
+		TEST_FAIL("vramd did not exit cleanly (%d)\n%s", r,
+			  harness_daemon_log(&integ_daemon));
+}
+
+static inline vram_client *integ_connect(const char *name)
+{
+	vram_client *c = NULL;
+	int r = vram_connect(NULL, name, 0, &c);
+	if (r < 0)
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+	return c;
+}
+
+static inline vram_pool *integ_pool(vram_client *c, const char *name,
+				    const char *tag, enum vram_policy policy,
+				    unsigned flags)
+{
+	struct vram_pool_options o = { 0 };
+	vram_pool *p = NULL;
+	o.name = name;
+	o.tag = tag;
+	o.policy = policy;
+	o.flags = flags;
+	o.reserve_bytes = 1ull << 30;
+	int r = vram_pool_create(c, &o, &p);
+	if (r < 0)
+		TEST_FAIL("vram_pool_create %s: %s (%s)", name, strerror(-r),
+			  vram_last_error());
+	return p;
+}
+
+/* A reproducible byte stream, so data can be checked after a cycle. */
+static inline void integ_fill(void *buf, size_t len, uint32_t seed)
+{
+	uint32_t *w = buf, x = seed ? seed : 1;
+	for (size_t i = 0; i < len / 4; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		w[i] = x;
+	}
+}
+
+static inline int integ_check(const void *buf, size_t len, uint32_t seed)
+{
+	const uint32_t *w = buf;
+	uint32_t x = seed ? seed : 1;
+	for (size_t i = 0; i < len / 4; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		if (w[i] != x)
+			return -1;
+	}
+	return 0;
+}
+
+static inline struct vram_stats integ_stats(vram_client *c)
+{
+	struct vram_stats st;
+	int r = vram_stats(c, &st);
+	if (r < 0)
+		TEST_FAIL("vram_stats: %s", strerror(-r));
+	return st;
+}
+
+static inline struct vram_pool_info integ_info(vram_client *c, const char *name)
+{
+	struct vram_selector sel = { .name = name };
+	struct vram_pool_info *infos = NULL, out;
+	size_t n = 0;
+	int r = vram_list(c, &sel, &infos, &n);
+	if (r < 0 || n != 1)
+		TEST_FAIL("vram_list %s: %d, %zu pools", name, r, n);
+	out = infos[0];
+	out.mappers = NULL;
+	out.n_mappers = infos[0].n_mappers;
+	vram_pool_info_free(infos, n);
+	return out;
+}
+
+/* Waits until the daemon's fd count and used bytes are back at the
+ * baseline (a dead client's session is closed asynchronously). */
+static inline void integ_wait_baseline(vram_client *c, uint32_t fds,
+				       uint64_t used)
+{
+	struct vram_stats st = { 0 };
+	for (int i = 0; i < 300; i++) {
+		st = integ_stats(c);
+		if (st.open_fds == fds && st.used_bytes == used)
+			return;
+		harness_msleep(10);
+	}
+	TEST_FAIL("daemon holds %u fds and %llu bytes; baseline %u fds, %llu bytes",
+		  st.open_fds, (unsigned long long)st.used_bytes, fds,
+		  (unsigned long long)used);
+}
+
+/* A pipe to tell a child when to go on, and to hear it is ready. */
+struct integ_sync {
+	int to_child[2], to_parent[2];
+};
+
+static inline void integ_sync_init(struct integ_sync *s)
+{
+	ASSERT_OK(pipe(s->to_child));
+	ASSERT_OK(pipe(s->to_parent));
+}
+
+static inline void integ_signal(int fd)
+{
+	char c = 1;
+	ASSERT_EQ(write(fd, &c, 1), 1);
+}
+
+static inline void integ_wait_signal(int fd)
+{
+	char c;
+	ASSERT_EQ(read(fd, &c, 1), 1);
+}
+
+#endif

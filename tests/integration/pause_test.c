@@ -1,0 +1,226 @@
+/* Pause and resume against a real vramd: data kept or dropped by policy,
+ * the same addresses across cycles, capacity really returned, several
+ * processes, third-party pauses, mappers that do not answer. */
+#include "integ.h"
+
+TEST(own_pause_resume_keeps_addresses_and_backup)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	vram_pool *kv = integ_pool(c, "kv", "kv_cache", VRAM_POLICY_DISCARD, 0);
+	void *a, *b, *k;
+	ASSERT_OK(vram_alloc(w, 8 * MiB, &a));
+	ASSERT_OK(vram_alloc(w, 3 * MiB + 5, &b));
+	ASSERT_OK(vram_alloc(kv, 16 * MiB, &k));
+	ASSERT_EQ((uintptr_t)a % 256, 0);
+	ASSERT_EQ((uintptr_t)b % 256, 0);
+	integ_fill(a, 8 * MiB, 1);
+	integ_fill(b, 3 * MiB, 2);
+	memset(k, 0x5a, 16 * MiB);
+	uintptr_t base_w = vram_pool_base(w), base_kv = vram_pool_base(kv);
+	uint64_t size = vram_pool_size(w) + vram_pool_size(kv);
+
+	for (int cycle = 0; cycle < 3; cycle++) {
+		struct vram_report rep;
+		struct vram_selector all = { .all = 1 };
+		ASSERT_OK(vram_pause(c, &all, 0, &rep));
+		ASSERT_EQ(rep.pools, 2);
+		ASSERT_EQ(rep.failed, 0);
+		ASSERT_UEQ(rep.bytes, size);
+		ASSERT_UEQ(rep.free_after - rep.free_before, size);
+		ASSERT_EQ(vram_pool_state(w), VRAM_STATE_PAUSED);
+		ASSERT_EQ(vram_alloc(w, 4096, &a), -EBUSY);
+		ASSERT_UEQ(integ_stats(c).used_bytes, 0);
+		ASSERT_EQ(vram_pause(c, &all, 0, &rep), -EALREADY);
+
+		ASSERT_OK(vram_resume(c, &all, 0, &rep));
+		ASSERT_EQ(rep.pools, 2);
+		ASSERT_UEQ(rep.bytes, size);
+		ASSERT_UEQ(rep.free_before - rep.free_after, size);
+		ASSERT_EQ(vram_pool_state(w), VRAM_STATE_ACTIVE);
+		ASSERT_EQ(vram_pool_base(w), base_w);
+		ASSERT_EQ(vram_pool_base(kv), base_kv);
+		a = (void *)base_w; /* first allocation sits at the base */
+		ASSERT_OK(integ_check(a, 8 * MiB, 1));
+		ASSERT_OK(integ_check(b, 3 * MiB, 2));
+		/* Discarded: the KV cache comes back as fresh memory. */
+		ASSERT_EQ(((unsigned char *)k)[0], 0);
+		ASSERT_EQ(((unsigned char *)k)[16 * MiB - 1], 0);
+		memset(k, 0x5a, 16 * MiB);
+	}
+	vram_client_close(c);
+	integ_stop();
+}
+
+TEST(pause_by_tag_and_by_pool_touch_only_those)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	vram_pool *kv = integ_pool(c, "kv", "kv_cache", VRAM_POLICY_DISCARD, 0);
+	ASSERT_OK(vram_pool_reserve(w, 4 * MiB));
+	ASSERT_OK(vram_pool_reserve(kv, 4 * MiB));
+	struct vram_selector sel = { .tag = "kv_cache" };
+	ASSERT_OK(vram_pause(c, &sel, 0, NULL));
+	ASSERT_EQ(vram_pool_state(kv), VRAM_STATE_PAUSED);
+	ASSERT_EQ(vram_pool_state(w), VRAM_STATE_ACTIVE);
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	ASSERT_EQ(vram_pool_state(w), VRAM_STATE_PAUSED);
+	/* Staged wake: weights first, then the KV cache. */
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	ASSERT_EQ(vram_pool_state(kv), VRAM_STATE_PAUSED);
+	ASSERT_OK(vram_resume(c, &sel, 0, NULL));
+	ASSERT_EQ(vram_pool_state(kv), VRAM_STATE_ACTIVE);
+	struct vram_selector none = { .tag = "nothing" };
+	ASSERT_EQ(vram_pause(c, &none, 0, NULL), -ENOENT);
+	struct vram_selector empty = { 0 };
+	ASSERT_EQ(vram_pause(c, &empty, 0, NULL), -ENOENT);
+	vram_client_close(c);
+	integ_stop();
+}
+
+/* A child owns a pool, handles events on libvram's thread, and checks its
+ * data after the parent paused and resumed it from outside. */
+TEST(third_party_pause_with_acks_and_capacity_returned)
+{
+	integ_start("96M");
+	struct integ_sync s;
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *c = integ_connect("engine");
+		vram_pool *w = integ_pool(c, "engine.w", "weights", VRAM_POLICY_HOST, 0);
+		void *a;
+		ASSERT_OK(vram_alloc(w, 60 * MiB, &a));
+		integ_fill(a, 60 * MiB, 7);
+		ASSERT_OK(vram_client_start_thread(c));
+		integ_signal(s.to_parent[1]);
+		integ_wait_signal(s.to_child[0]);
+		ASSERT_EQ(vram_pool_state(w), VRAM_STATE_ACTIVE);
+		if (integ_check(a, 60 * MiB, 7) != 0)
+			_exit(3);
+		vram_client_close(c);
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	vram_client *t = integ_connect("trainer");
+	struct vram_selector sel = { .owner_pid = (uint32_t)pid };
+	struct vram_report rep;
+	ASSERT_OK(vram_pause(t, &sel, 0, &rep));
+	ASSERT_EQ(rep.pools, 1);
+	ASSERT_UEQ(rep.bytes, 64 * MiB);
+	ASSERT_EQ(integ_info(t, "engine.w").state, VRAM_STATE_PAUSED);
+	/* The trainer gets the capacity the engine gave back: 80 of 96 MiB. */
+	vram_pool *mine = integ_pool(t, "trainer", "train", VRAM_POLICY_DISCARD, 0);
+	void *x;
+	ASSERT_OK(vram_alloc(mine, 80 * MiB, &x));
+	memset(x, 1, 80 * MiB);
+	/* While the trainer holds it, the engine cannot come back. */
+	ASSERT_EQ(vram_resume(t, &sel, 0, &rep), -ENOMEM);
+	ASSERT(strstr(vram_last_error(), "memory") != NULL);
+	vram_pool_close(mine);
+	ASSERT_OK(vram_resume(t, &sel, 0, &rep));
+	ASSERT_UEQ(rep.bytes, 64 * MiB);
+	integ_signal(s.to_child[1]);
+	ASSERT_EQ(harness_wait(pid, 10000), 0);
+	vram_client_close(t);
+	integ_stop();
+}
+
+/* A mapper that never handles events: the pause times out naming it, the
+ * pool stays PAUSING with nothing lost, and completes once it is gone. */
+TEST(mapper_that_never_acks_is_reported_by_pid)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("owner");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(w, 4 * MiB, &a));
+	integ_fill(a, 4 * MiB, 9);
+	ASSERT_OK(vram_client_start_thread(c));
+
+	struct integ_sync s;
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *m = integ_connect("deaf");
+		vram_pool *p;
+		ASSERT_OK(vram_pool_open(m, "w", 0, &p));
+		integ_signal(s.to_parent[1]);
+		pause(); /* never dispatches */
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	vram_client *ctl = integ_connect("ctl");
+	struct vram_selector sel = { .name = "w" };
+	struct vram_report rep;
+	ASSERT_EQ(vram_pause(ctl, &sel, 300, &rep), -ETIMEDOUT);
+	ASSERT_EQ(rep.failed, 1);
+	char want[32];
+	snprintf(want, sizeof(want), "%d", (int)pid);
+	ASSERT(strstr(vram_last_error(), want) != NULL);
+	ASSERT_EQ(integ_info(ctl, "w").state, VRAM_STATE_PAUSING);
+	/* Nothing released while a mapper may still use the memory. */
+	ASSERT_UEQ(integ_stats(ctl).used_bytes, 64 * MiB);
+	ASSERT_EQ(vram_resume(ctl, &sel, 300, NULL), -EBUSY);
+	/* Waiting again still times out; once the mapper dies it completes. */
+	ASSERT_EQ(vram_pause(ctl, &sel, 200, NULL), -ETIMEDOUT);
+	kill(pid, SIGKILL);
+	ASSERT_EQ(harness_wait(pid, 5000), 128 + SIGKILL);
+	for (int i = 0; i < 100 && integ_info(ctl, "w").state != VRAM_STATE_PAUSED; i++)
+		harness_msleep(10);
+	ASSERT_EQ(integ_info(ctl, "w").state, VRAM_STATE_PAUSED);
+	ASSERT_OK(vram_resume(ctl, &sel, 0, NULL));
+	ASSERT_OK(integ_check(a, 4 * MiB, 9));
+	vram_client_close(ctl);
+	vram_client_close(c);
+	integ_stop();
+}
+
+/* Two processes map one pool: both see each other's writes, both unmap on
+ * pause, both see the restored data after resume. */
+TEST(shared_pool_two_processes)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("owner");
+	vram_pool *w = integ_pool(c, "shared", "weights", VRAM_POLICY_HOST, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(w, 8 * MiB, &a));
+	integ_fill(a, 8 * MiB, 11);
+	ASSERT_OK(vram_client_start_thread(c));
+	struct integ_sync s;
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *m = integ_connect("reader");
+		vram_pool *p;
+		ASSERT_OK(vram_pool_open(m, "shared", VRAM_OPEN_READONLY, &p));
+		ASSERT_OK(vram_client_start_thread(m));
+		unsigned char *base = (unsigned char *)vram_pool_base(p);
+		if (integ_check(base, 8 * MiB, 11) != 0)
+			_exit(3);
+		ASSERT_EQ(vram_alloc(p, 4096, &a), -EPERM);
+		integ_signal(s.to_parent[1]);
+		integ_wait_signal(s.to_child[0]);
+		/* After a cycle driven by the parent, same address, same data. */
+		if (vram_pool_base(p) != (uintptr_t)base)
+			_exit(4);
+		if (integ_check(base, 8 * MiB, 11) != 0)
+			_exit(5);
+		vram_client_close(m);
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	vram_client *ctl = integ_connect("ctl");
+	struct vram_selector sel = { .tag = "weights" };
+	ASSERT_OK(vram_pause(ctl, &sel, 0, NULL));
+	ASSERT_UEQ(integ_stats(ctl).used_bytes, 0);
+	ASSERT_OK(vram_resume(ctl, &sel, 0, NULL));
+	integ_signal(s.to_child[1]);
+	ASSERT_EQ(harness_wait(pid, 10000), 0);
+	ASSERT_OK(integ_check(a, 8 * MiB, 11));
+	vram_client_close(ctl);
+	vram_client_close(c);
+	integ_stop();
+}
