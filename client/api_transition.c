@@ -1,0 +1,171 @@
+/* Pause and resume: one Transition request, answered when every selected
+ * pool has finished. Events for pools this process maps (its own pause of
+ * its own pool included) are handled while the call waits; they, not the
+ * reply, change the pools' local state. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "client.h"
+
+static void report_fill(struct vram_report *rep, const Vram__TransitionReply *t)
+{
+	uint32_t ok = 0, failed = 0;
+
+	for (size_t i = 0; i < t->n_results; i++) {
+		if (t->results[i] && t->results[i]->err == 0)
+			ok++;
+		else
+			failed++;
+	}
+	rep->pools = t->n_results ? ok : t->pools;
+	rep->failed = failed;
+	rep->bytes = t->bytes;
+	rep->free_before = t->free_before;
+	rep->free_after = t->free_after;
+}
+
+/* A message naming each failed pool and its late mappers, for a daemon
+ * that sent none of its own. */
+static int transition_error(int r, const Vram__TransitionReply *t)
+{
+	char buf[ERROR_MSG_MAX];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; i < t->n_results && len < sizeof(buf) - 1; i++) {
+		const Vram__PoolResult *pr = t->results[i];
+		if (!pr || pr->err == 0)
+			continue;
+		len += snprintf(buf + len, sizeof(buf) - len, "%spool %s: %s",
+				len ? "; " : "", pr->name ? pr->name : "?",
+				pr->message && pr->message[0] ?
+					pr->message :
+					strerror(pr->err > 0 ? pr->err : EIO));
+		for (size_t k = 0; k < pr->n_late_pids && len < sizeof(buf) - 1;
+		     k++)
+			len += snprintf(
+				buf + len, sizeof(buf) - len, "%s%u",
+				k ? " " : " (late pids: ", pr->late_pids[k]);
+		if (pr->n_late_pids && len < sizeof(buf) - 1)
+			len += snprintf(buf + len, sizeof(buf) - len, ")");
+	}
+	if (buf[0] == '\0')
+		return r;
+	return error_set(r, "%s", buf);
+}
+
+/* With c->lock held. */
+static int transition_run(struct vram_client *c, bool pause,
+			  const struct vram_selector *sel, unsigned timeout_ms,
+			  struct vram_report *report)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__Transition t = VRAM__TRANSITION__INIT;
+	Vram__Selector s = VRAM__SELECTOR__INIT;
+	struct call call = { 0 };
+	int r;
+
+	s.name = (char *)(sel->name ? sel->name : "");
+	s.tag = (char *)(sel->tag ? sel->tag : "");
+	s.owner_pid = sel->owner_pid;
+	s.all = sel->all != 0;
+	t.selector = &s;
+	t.timeout_ms = timeout_ms;
+	if (pause) {
+		req.body_case = VRAM__REQUEST__BODY_PAUSE;
+		req.pause = &t;
+	} else {
+		req.body_case = VRAM__REQUEST__BODY_RESUME;
+		req.resume = &t;
+	}
+	/* No limit of our own: the daemon answers once its deadline for the
+	 * mappers' acks has passed. */
+	r = connection_call(c, &req, &call, -1);
+	const Vram__Response *resp = call.msg ? call.msg->response : NULL;
+	if (resp && resp->body_case == VRAM__RESPONSE__BODY_TRANSITION &&
+	    resp->transition) {
+		if (report)
+			report_fill(report, resp->transition);
+		if (r < 0 && !(resp->message && resp->message[0]))
+			r = transition_error(r, resp->transition);
+	}
+	call_release(&call);
+	return r;
+}
+
+static int check_selector(const struct vram_selector *sel)
+{
+	if (!sel)
+		return error_set(EINVAL, "a selector is required");
+	if (sel->name && strlen(sel->name) > NAME_MAX_LEN)
+		return error_set(EINVAL, "selector name is too long");
+	if (sel->tag && strlen(sel->tag) > TAG_MAX_LEN)
+		return error_set(EINVAL, "selector tag is too long");
+	return 0;
+}
+
+static int transition_public(vram_client *c, bool pause,
+			     const struct vram_selector *sel,
+			     unsigned timeout_ms, struct vram_report *report)
+{
+	unsigned eg = error_generation();
+	int r;
+
+	if (report)
+		memset(report, 0, sizeof(*report));
+	r = check_selector(sel);
+	if (r < 0)
+		return error_finish(eg, r);
+	r = registry_client_enter(c);
+	if (r < 0)
+		return error_finish(eg, r);
+	r = transition_run(c, pause, sel, timeout_ms, report);
+	registry_client_leave(c);
+	return error_finish(eg, r);
+}
+
+int vram_pause(vram_client *c, const struct vram_selector *sel,
+	       unsigned timeout_ms, struct vram_report *report)
+{
+	return transition_public(c, true, sel, timeout_ms, report);
+}
+
+int vram_resume(vram_client *c, const struct vram_selector *sel,
+		unsigned timeout_ms, struct vram_report *report)
+{
+	return transition_public(c, false, sel, timeout_ms, report);
+}
+
+static int transition_pool(vram_pool *p, bool pause, struct vram_report *report)
+{
+	unsigned eg = error_generation();
+	struct vram_selector sel = { 0 };
+	int r;
+
+	if (report)
+		memset(report, 0, sizeof(*report));
+	r = registry_pool_enter(p);
+	if (r < 0)
+		return error_finish(eg, r);
+	if (p->dropped) {
+		r = error_set(ENOENT, "pool %s was dropped", p->name);
+	} else {
+		/* The name is unique on the node and this handle keeps p
+		 * alive for the whole call. */
+		sel.name = p->name;
+		r = transition_run(p->client, pause, &sel, 0, report);
+	}
+	registry_pool_leave(p);
+	return error_finish(eg, r);
+}
+
+int vram_pool_pause(vram_pool *p, struct vram_report *report)
+{
+	return transition_pool(p, true, report);
+}
+
+int vram_pool_resume(vram_pool *p, struct vram_report *report)
+{
+	return transition_pool(p, false, report);
+}

@@ -1,0 +1,235 @@
+/* Events from the daemon: pause, resume, grow and drop of a pool this
+ * process maps. They run in the reader, with the client's lock held, in
+ * the order the daemon sent them; they never wait on the daemon (the ack
+ * is a plain send). See docs/protocol.md, "Events".
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "log.h"
+
+int events_descs(Vram__Chunk *const *chunks, size_t n,
+		 const struct wire_frame *f, struct mapping_desc **out)
+{
+	struct mapping_desc *d = calloc(n ? n : 1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const Vram__Chunk *ch = chunks[i];
+		if (!ch || ch->fd_index < 0 ||
+		    (unsigned)ch->fd_index >= f->nfds) {
+			free(d);
+			return -EPROTO;
+		}
+		d[i].offset = ch->offset;
+		d[i].size = ch->size;
+		d[i].fd = f->fds[ch->fd_index];
+	}
+	*out = d;
+	return 0;
+}
+
+/* PAUSE: wait for the device, save the content if asked, unmap every chunk
+ * (the range stays), and report. If the device cannot be waited for or the
+ * content cannot be saved, nothing is unmapped: the pool stays ACTIVE here
+ * and the error goes back in the ack, so no content is lost silently. Once
+ * the unmapping starts the pool is PAUSED whatever happens. */
+static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
+			char *msg, size_t msglen)
+{
+	struct vmm *v = c->vmm;
+	int r;
+
+	if (p->dropped)
+		return 0;
+	r = v->ops->sync(v, p->dev);
+	if (r < 0) {
+		snprintf(msg, msglen, "waiting for device %u failed: %s",
+			 p->dev, strerror(-r));
+		return r;
+	}
+	if (backup && mapping_n_mapped(&p->map) > 0) {
+		if (!p->map.backup || p->readonly) {
+			snprintf(
+				msg, msglen,
+				"asked to save pool %s but it has no writable backup here",
+				p->name);
+			return -ENODEV;
+		}
+		r = mapping_save(&p->map);
+		if (r < 0) {
+			snprintf(msg, msglen,
+				 "saving pool %s to its backup failed: %s",
+				 p->name, strerror(-r));
+			return r;
+		}
+	}
+	r = mapping_unmap_all(&p->map);
+	p->state = VRAM_STATE_PAUSED;
+	if (r < 0)
+		snprintf(msg, msglen, "unmapping pool %s failed: %s", p->name,
+			 strerror(-r));
+	return r;
+}
+
+/* RESUME: map the chunks carried at their offsets, restore the backup if
+ * asked. On failure whatever was mapped is unmapped again and the pool
+ * stays PAUSED. */
+static int events_resume(struct vram_client *c, struct vram_pool *p,
+			 const Vram__Event *ev, const struct wire_frame *f,
+			 char *msg, size_t msglen)
+{
+	struct mapping_desc *d = NULL;
+	uint64_t total = 0;
+	int r;
+
+	if (p->dropped)
+		return 0;
+	if (mapping_n_mapped(&p->map) > 0) {
+		/* Resumed while we still map old chunks: they are stale. */
+		log_write(VRAM_LOG_WARN,
+			  "pool %s resumed while mapped; remapping", p->name);
+		mapping_unmap_all(&p->map);
+	}
+	r = events_descs(ev->chunks, ev->n_chunks, f, &d);
+	if (r < 0) {
+		snprintf(msg, msglen, "resume of pool %s: bad chunk list",
+			 p->name);
+		return r;
+	}
+	for (size_t i = 0; i < ev->n_chunks; i++)
+		total += d[i].size;
+	if (p->owner && total < p->sa.size) {
+		snprintf(
+			msg, msglen,
+			"resume of pool %s brings %llu bytes, %llu are allocated",
+			p->name, (unsigned long long)total,
+			(unsigned long long)p->sa.size);
+		r = -EPROTO;
+		goto out;
+	}
+	r = mapping_remap(&p->map, d, ev->n_chunks);
+	if (r < 0) {
+		snprintf(msg, msglen, "mapping pool %s failed: %s", p->name,
+			 strerror(-r));
+		goto out;
+	}
+	if (ev->backup) {
+		if (!p->map.backup || p->readonly)
+			r = -ENODEV;
+		else
+			r = mapping_restore(&p->map);
+		if (r < 0) {
+			snprintf(msg, msglen,
+				 "restoring pool %s from its backup failed: %s",
+				 p->name, strerror(-r));
+			mapping_unmap_all(&p->map);
+			goto out;
+		}
+	}
+	p->size = p->map.size;
+	p->state = VRAM_STATE_ACTIVE;
+	if (p->owner && p->map.size > p->sa.size)
+		suballoc_grow(&p->sa, p->map.size);
+out:
+	free(d);
+	return r;
+}
+
+/* GROW: the owner grew the pool; map the new chunks. Chunks this process
+ * already has (the owner's own) are skipped. */
+static void events_grow(struct vram_client *c, struct vram_pool *p,
+			const Vram__Event *ev, const struct wire_frame *f)
+{
+	struct mapping_desc *d = NULL;
+	size_t first = 0;
+	int r;
+
+	if (p->dropped)
+		return;
+	r = events_descs(ev->chunks, ev->n_chunks, f, &d);
+	if (r < 0) {
+		log_write(VRAM_LOG_ERROR, "grow of pool %s: bad chunk list",
+			  p->name);
+		return;
+	}
+	while (first < ev->n_chunks && d[first].offset < p->map.size)
+		first++;
+	if (first < ev->n_chunks) {
+		int map = p->state == VRAM_STATE_ACTIVE;
+		r = mapping_append(&p->map, d + first, ev->n_chunks - first,
+				   map);
+		if (r < 0)
+			log_write(
+				VRAM_LOG_ERROR,
+				"mapping %zu new chunks of pool %s failed: %s",
+				ev->n_chunks - first, p->name, strerror(-r));
+		else
+			p->size = p->map.size;
+	}
+	free(d);
+}
+
+/* DROP: the pool is gone. Its memory goes, its range stays reserved until
+ * the handle is closed, so stale pointers fault instead of landing in
+ * something else. */
+static void events_drop(struct vram_client *c, struct vram_pool *p)
+{
+	mapping_unmap_all(&p->map);
+	mapping_backup_release(&p->map);
+	p->dropped = true;
+	p->state = VRAM_STATE_PAUSED;
+	pthread_cond_broadcast(&c->cond);
+	log_write(VRAM_LOG_INFO, "pool %s was dropped", p->name);
+}
+
+void events_handle(struct vram_client *c, const Vram__Event *ev,
+		   const struct wire_frame *f)
+{
+	struct vram_pool *p = pool_find(c, ev->pool_id);
+	char msg[256] = "";
+	int r = 0;
+
+	switch (ev->kind) {
+	case VRAM__EVENT_KIND__EVENT_PAUSE:
+		/* A pool not mapped here (closed a moment ago) has nothing to
+		 * release: done. */
+		if (p)
+			r = events_pause(c, p, ev->backup, msg, sizeof(msg));
+		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
+			  "pause of pool %llu: %s",
+			  (unsigned long long)ev->pool_id,
+			  r < 0 ? msg : "done");
+		connection_ack(c, ev->event_id, r, msg);
+		break;
+	case VRAM__EVENT_KIND__EVENT_RESUME:
+		if (p)
+			r = events_resume(c, p, ev, f, msg, sizeof(msg));
+		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
+			  "resume of pool %llu: %s",
+			  (unsigned long long)ev->pool_id,
+			  r < 0 ? msg : "done");
+		connection_ack(c, ev->event_id, r, msg);
+		break;
+	case VRAM__EVENT_KIND__EVENT_GROW:
+		if (p)
+			events_grow(c, p, ev, f);
+		break;
+	case VRAM__EVENT_KIND__EVENT_DROP:
+		if (p)
+			events_drop(c, p);
+		break;
+	default:
+		/* A newer daemon's event: say so rather than leave it waiting. */
+		log_write(VRAM_LOG_WARN, "unknown event kind %d",
+			  (int)ev->kind);
+		if (ev->event_id)
+			connection_ack(c, ev->event_id, -EOPNOTSUPP,
+				       "unknown event kind");
+		break;
+	}
+}

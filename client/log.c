@@ -1,0 +1,48 @@
+/* Log handler: nothing is printed unless the program asks for it. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "log.h"
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static vram_log_fn log_fn;
+static enum vram_log_level log_max = VRAM_LOG_ERROR;
+static void *log_userdata;
+
+void vram_set_log_handler(vram_log_fn fn, enum vram_log_level max_level,
+			  void *userdata)
+{
+	if ((int)max_level < VRAM_LOG_ERROR)
+		max_level = VRAM_LOG_ERROR;
+	if (max_level > VRAM_LOG_DEBUG)
+		max_level = VRAM_LOG_DEBUG;
+	pthread_mutex_lock(&log_lock);
+	log_fn = fn;
+	log_max = max_level;
+	log_userdata = userdata;
+	pthread_mutex_unlock(&log_lock);
+}
+
+void log_write(enum vram_log_level level, const char *fmt, ...)
+{
+	char msg[1024];
+	vram_log_fn fn;
+	void *userdata;
+	enum vram_log_level max;
+	va_list ap;
+
+	/* Copy the handler out so that it runs without our lock held: a
+	 * handler may itself call into libvram. */
+	pthread_mutex_lock(&log_lock);
+	fn = log_fn;
+	max = log_max;
+	userdata = log_userdata;
+	pthread_mutex_unlock(&log_lock);
+	if (!fn || level > max)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fn(level, msg, userdata);
+}

@@ -1,0 +1,317 @@
+/* One pool's range, chunks and backup in this process: see mapping.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "mapping.h"
+
+void mapping_init(struct mapping *m, struct vmm *vmm, unsigned dev,
+		  int readonly)
+{
+	memset(m, 0, sizeof(*m));
+	m->vmm = vmm;
+	m->dev = dev;
+	m->readonly = readonly;
+}
+
+int mapping_reserve(struct mapping *m, uint64_t size, uint64_t align)
+{
+	uintptr_t addr = 0;
+	int r;
+
+	if (m->base)
+		return -EALREADY;
+	r = m->vmm->ops->reserve(m->vmm, m->dev, size, align, &addr);
+	if (r < 0)
+		return r;
+	m->base = addr;
+	m->reserve = size;
+	return 0;
+}
+
+int mapping_backup_map(struct mapping *m, int fd)
+{
+	struct stat st;
+
+	if (m->backup)
+		return -EALREADY;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	/* The daemon sizes the memfd to the reserve; a smaller one is mapped
+	 * as it is and saving past its end fails cleanly (-ENOSPC) instead
+	 * of faulting. */
+	uint64_t len = m->reserve;
+	if (st.st_size >= 0 && (uint64_t)st.st_size < len)
+		len = (uint64_t)st.st_size & ~(uint64_t)4095;
+	if (len == 0)
+		return -EINVAL;
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	m->backup = p;
+	m->backup_len = len;
+	return 0;
+}
+
+/* Registers the part of the backup that covers the layout and is not yet
+ * registered. A failure only costs copy speed, so it is logged, not
+ * returned. */
+static void mapping_register(struct mapping *m)
+{
+	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
+
+	if (!m->backup || m->readonly || end <= m->registered)
+		return;
+	if (m->n_regions == m->cap_regions) {
+		size_t cap = m->cap_regions ? m->cap_regions * 2 : 8;
+		struct mapping_region *r =
+			realloc(m->regions, cap * sizeof(*r));
+		if (!r)
+			return;
+		m->regions = r;
+		m->cap_regions = cap;
+	}
+	uint64_t off = m->registered;
+	int r = m->vmm->ops->host_register(m->vmm, m->backup + off, end - off);
+	if (r < 0) {
+		log_write(
+			VRAM_LOG_WARN,
+			"registering %llu bytes of backup failed (%d); copies will be slower",
+			(unsigned long long)(end - off), r);
+		return;
+	}
+	m->regions[m->n_regions].offset = off;
+	m->regions[m->n_regions].len = end - off;
+	m->n_regions++;
+	m->registered = end;
+}
+
+static int chunks_reserve(struct mapping *m, size_t n)
+{
+	if (n <= m->cap_chunks)
+		return 0;
+	size_t cap = m->cap_chunks ? m->cap_chunks * 2 : 8;
+	while (cap < n)
+		cap *= 2;
+	struct mapping_chunk *c = realloc(m->chunks, cap * sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	m->chunks = c;
+	m->cap_chunks = cap;
+	return 0;
+}
+
+/* Checks that d is contiguous from start and fits in the range. */
+static int descs_check(const struct mapping *m, const struct mapping_desc *d,
+		       size_t n, uint64_t start)
+{
+	uint64_t at = start;
+
+	for (size_t i = 0; i < n; i++) {
+		if (d[i].offset != at || d[i].size == 0 || d[i].size % 4096 ||
+		    d[i].size > m->reserve || at > m->reserve - d[i].size)
+			return -EPROTO;
+		at += d[i].size;
+	}
+	return 0;
+}
+
+static void chunk_unmap(struct mapping *m, struct mapping_chunk *c, int *err)
+{
+	if (!c->mapped)
+		return;
+	int r = m->vmm->ops->unmap(m->vmm, m->dev, m->base + c->offset, c->size,
+				   c->handle);
+	if (r < 0) {
+		log_write(VRAM_LOG_ERROR,
+			  "unmapping %llu bytes at offset %llu failed (%d)",
+			  (unsigned long long)c->size,
+			  (unsigned long long)c->offset, r);
+		if (err && *err == 0)
+			*err = r;
+	}
+	/* Marked unmapped whatever happened, so nothing unmaps it twice. */
+	c->mapped = 0;
+	c->handle = 0;
+}
+
+/* Maps d[0..n) into out[] (which the caller provides). On failure unmaps
+ * what it mapped. */
+static int descs_map(struct mapping *m, const struct mapping_desc *d, size_t n,
+		     struct mapping_chunk *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		out[i].offset = d[i].offset;
+		out[i].size = d[i].size;
+		out[i].handle = 0;
+		out[i].mapped = 0;
+		int r = m->vmm->ops->map(m->vmm, m->dev, m->base + d[i].offset,
+					 d[i].size, d[i].fd, m->readonly,
+					 &out[i].handle);
+		if (r < 0) {
+			for (size_t k = 0; k < i; k++)
+				chunk_unmap(m, &out[k], NULL);
+			return r;
+		}
+		out[i].mapped = 1;
+	}
+	return 0;
+}
+
+int mapping_append(struct mapping *m, const struct mapping_desc *d, size_t n,
+		   int map)
+{
+	int r;
+
+	if (!m->base)
+		return -EINVAL;
+	r = descs_check(m, d, n, m->size);
+	if (r < 0)
+		return r;
+	r = chunks_reserve(m, m->n_chunks + n);
+	if (r < 0)
+		return r;
+	struct mapping_chunk *out = &m->chunks[m->n_chunks];
+	if (map) {
+		r = descs_map(m, d, n, out);
+		if (r < 0)
+			return r;
+	} else {
+		for (size_t i = 0; i < n; i++) {
+			out[i].offset = d[i].offset;
+			out[i].size = d[i].size;
+			out[i].handle = 0;
+			out[i].mapped = 0;
+		}
+	}
+	m->n_chunks += n;
+	for (size_t i = 0; i < n; i++)
+		m->size += d[i].size;
+	if (map)
+		mapping_register(m);
+	return 0;
+}
+
+int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n)
+{
+	int r;
+
+	if (!m->base || mapping_n_mapped(m) != 0)
+		return -EINVAL;
+	r = descs_check(m, d, n, 0);
+	if (r < 0)
+		return r;
+	struct mapping_chunk *c = calloc(n ? n : 1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	r = descs_map(m, d, n, c);
+	if (r < 0) {
+		free(c);
+		return r;
+	}
+	free(m->chunks);
+	m->chunks = c;
+	m->n_chunks = n;
+	m->cap_chunks = n ? n : 1;
+	m->size = 0;
+	for (size_t i = 0; i < n; i++)
+		m->size += d[i].size;
+	mapping_register(m);
+	return 0;
+}
+
+int mapping_unmap_all(struct mapping *m)
+{
+	int err = 0;
+
+	for (size_t i = 0; i < m->n_chunks; i++)
+		chunk_unmap(m, &m->chunks[i], &err);
+	return err;
+}
+
+size_t mapping_n_mapped(const struct mapping *m)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < m->n_chunks; i++)
+		n += m->chunks[i].mapped != 0;
+	return n;
+}
+
+static int mapping_copy(struct mapping *m, int to_host)
+{
+	size_t n = 0;
+	int r;
+
+	if (!m->backup)
+		return -ENODEV;
+	if (m->n_chunks == 0)
+		return 0;
+	struct vmm_span *spans = calloc(m->n_chunks, sizeof(*spans));
+	if (!spans)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->n_chunks; i++) {
+		struct mapping_chunk *c = &m->chunks[i];
+		if (!c->mapped)
+			continue;
+		if (c->offset + c->size > m->backup_len) {
+			free(spans);
+			return -ENOSPC;
+		}
+		spans[n].dev = m->base + c->offset;
+		spans[n].host = m->backup + c->offset;
+		spans[n].len = c->size;
+		n++;
+	}
+	r = n ? m->vmm->ops->copy(m->vmm, m->dev, to_host, spans, n) : 0;
+	free(spans);
+	return r;
+}
+
+int mapping_save(struct mapping *m)
+{
+	return mapping_copy(m, 1);
+}
+
+int mapping_restore(struct mapping *m)
+{
+	return mapping_copy(m, 0);
+}
+
+void mapping_backup_release(struct mapping *m)
+{
+	for (size_t i = 0; i < m->n_regions; i++)
+		m->vmm->ops->host_unregister(m->vmm,
+					     m->backup + m->regions[i].offset,
+					     m->regions[i].len);
+	free(m->regions);
+	m->regions = NULL;
+	m->n_regions = m->cap_regions = 0;
+	m->registered = 0;
+	if (m->backup)
+		munmap(m->backup, m->backup_len);
+	m->backup = NULL;
+	m->backup_len = 0;
+}
+
+void mapping_release(struct mapping *m)
+{
+	mapping_unmap_all(m);
+	mapping_backup_release(m);
+	if (m->base) {
+		int r = m->vmm->ops->unreserve(m->vmm, m->base, m->reserve);
+		if (r < 0)
+			log_write(VRAM_LOG_WARN,
+				  "freeing a %llu-byte range failed (%d)",
+				  (unsigned long long)m->reserve, r);
+	}
+	free(m->chunks);
+	m->chunks = NULL;
+	m->n_chunks = m->cap_chunks = 0;
+	m->base = 0;
+	m->reserve = 0;
+	m->size = 0;
+}

@@ -1,0 +1,97 @@
+/* One pool's view in this process: its reserved virtual range, the chunks
+ * of its layout (mapped or not), and its mapped host backup.
+ *
+ * The layout is the list of chunks that make up the pool, contiguous from
+ * offset 0. Pausing unmaps every chunk but keeps the layout and the range,
+ * so the same addresses come back on resume. The backup, when there is
+ * one, is mapped once and registered with the driver lazily, region by
+ * region as chunks are added, and stays registered across cycles.
+ *
+ * Not thread-safe by itself: the client's lock guards every call.
+ */
+#ifndef LIBVRAM_MAPPING_H
+#define LIBVRAM_MAPPING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmm.h"
+
+struct mapping_chunk {
+	uint64_t offset, size;
+	uintptr_t handle; /* from vmm map, for unmap */
+	int mapped;
+};
+
+/* A chunk as the daemon sends it, with its fd (owned by the caller). */
+struct mapping_desc {
+	uint64_t offset, size;
+	int fd;
+};
+
+/* A region of the backup registered with vmm->host_register. */
+struct mapping_region {
+	uint64_t offset, len;
+};
+
+struct mapping {
+	struct vmm *vmm;
+	unsigned dev;
+	int readonly;
+	uintptr_t base;	  /* reserved range, 0 when none */
+	uint64_t reserve; /* its size */
+	struct mapping_chunk *chunks;
+	size_t n_chunks, cap_chunks;
+	uint64_t size;	 /* end of the layout: the pool's size */
+	uint8_t *backup; /* mapped backup, NULL when none */
+	uint64_t backup_len;
+	struct mapping_region *regions;
+	size_t n_regions, cap_regions;
+	uint64_t registered; /* backup registered over [0, registered) */
+};
+
+void mapping_init(struct mapping *m, struct vmm *vmm, unsigned dev,
+		  int readonly);
+
+/* Reserves the virtual range: size bytes aligned to align. */
+int mapping_reserve(struct mapping *m, uint64_t size, uint64_t align);
+
+/* Maps the backup memfd (read-write, shared) over at most the reserve.
+ * The caller keeps fd and may close it afterwards. */
+int mapping_backup_map(struct mapping *m, int fd);
+
+/* Adds chunks at the end of the layout. They must be contiguous from the
+ * current size and fit in the range. If map is set they are mapped (and
+ * the backup registered over them); on failure whatever this call mapped
+ * is unmapped and the layout is unchanged. If map is 0 they only join the
+ * layout (a grow that raced with a pause). */
+int mapping_append(struct mapping *m, const struct mapping_desc *d, size_t n,
+		   int map);
+
+/* Replaces the layout by d (contiguous from 0) and maps every chunk, as on
+ * resume. Nothing may be mapped. On failure what was mapped is unmapped
+ * and the old layout is kept. */
+int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n);
+
+/* Unmaps every mapped chunk, keeping the layout and the range. Every chunk
+ * ends up unmapped in the bookkeeping even if a step fails; the first
+ * error is returned. */
+int mapping_unmap_all(struct mapping *m);
+
+/* Number of chunks mapped now. */
+size_t mapping_n_mapped(const struct mapping *m);
+
+/* Copies every mapped chunk into the backup at the same offsets (save), or
+ * back (restore), in one vmm copy call. -ENOSPC if the backup is smaller
+ * than the layout, -ENODEV if there is no backup. */
+int mapping_save(struct mapping *m);
+int mapping_restore(struct mapping *m);
+
+/* Unregisters and unmaps the backup. */
+void mapping_backup_release(struct mapping *m);
+
+/* Undoes everything: unmaps chunks, releases the backup, frees the range
+ * and the bookkeeping. Safe on a mapping that holds nothing. */
+void mapping_release(struct mapping *m);
+
+#endif
