@@ -8,6 +8,13 @@
  * mapping, mapping is mmap(MAP_FIXED) of the memfd into it, and copies are
  * memcpy, as in the host backend. Tests read counters with fake_count()
  * and make the next call to a function fail with fake_fail().
+ *
+ * The device is shared by every process that loads the fake, as a GPU is:
+ * its used memory is the sum of the live "fake-gpu" memfds in any process
+ * (found in /proc/PID/fd and /proc/PID/maps; the size is in the name), and
+ * its capacity FAKE_CUDA_CAPACITY_MB (default 1024). So the GPU tests
+ * (tests/gpu) also run against it, daemon and children included:
+ *   VRAM_LIBCUDA=/path/libcuda.so.1 make test-gpu
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,6 +36,7 @@ typedef unsigned long long CUdeviceptr;
 #define INVALID_VALUE 1
 #define OUT_OF_MEMORY 2
 #define INVALID_CONTEXT 201
+#define ILLEGAL_ADDRESS 700
 #define HOST_NOT_REGISTERED 713
 
 struct handle {
@@ -39,6 +48,12 @@ struct access_desc {
 	int loc_type, loc_id;
 	int flags;
 };
+
+/* Ranges mapped read-only: device writes there fail as a GPU fault would. */
+#define MAX_RO 256
+static struct {
+	uintptr_t start, end;
+} ro_ranges[MAX_RO];
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int ctx_depth;
@@ -121,6 +136,118 @@ static int env_int(const char *name, int def)
 			return INVALID_CONTEXT; \
 	} while (0)
 
+/* ---- the shared device ------------------------------------------------------ */
+
+static uint64_t capacity(void)
+{
+	return (uint64_t)env_int("FAKE_CUDA_CAPACITY_MB", 1024) << 20;
+}
+
+/* Device memory is a memfd named fake-gpu:SIZE, sparse until written. */
+static int device_memfd(size_t size)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "fake-gpu:%zu", size);
+	int fd = memfd_create(name, MFD_CLOEXEC);
+	if (fd >= 0 && ftruncate(fd, (off_t)size) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+#define MAX_SEEN 8192
+struct seen {
+	unsigned long inode[MAX_SEEN];
+	int n;
+	uint64_t bytes;
+};
+
+static void seen_add(struct seen *s, unsigned long inode, const char *name)
+{
+	const char *p = strstr(name, "memfd:fake-gpu:");
+	if (!p)
+		return;
+	for (int i = 0; i < s->n; i++)
+		if (s->inode[i] == inode)
+			return;
+	if (s->n < MAX_SEEN)
+		s->inode[s->n++] = inode;
+	s->bytes += strtoull(p + strlen("memfd:fake-gpu:"), NULL, 10);
+}
+
+/* Bytes of device memory alive in any process. */
+static uint64_t device_used(void)
+{
+	static struct seen s;
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	char path[512], target[512], line[1024];
+
+	s.n = 0;
+	s.bytes = 0;
+	if (!proc)
+		return 0;
+	while ((e = readdir(proc))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/fd", e->d_name);
+		DIR *fds = opendir(path);
+		struct dirent *f;
+		while (fds && (f = readdir(fds))) {
+			struct stat st;
+			snprintf(path, sizeof(path), "/proc/%s/fd/%s", e->d_name, f->d_name);
+			ssize_t n = readlink(path, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = 0;
+			if (strstr(target, "memfd:fake-gpu:") && stat(path, &st) == 0)
+				seen_add(&s, (unsigned long)st.st_ino, target);
+		}
+		if (fds)
+			closedir(fds);
+		snprintf(path, sizeof(path), "/proc/%s/maps", e->d_name);
+		FILE *maps = fopen(path, "re");
+		while (maps && fgets(line, sizeof(line), maps)) {
+			unsigned long inode = 0;
+			if (!strstr(line, "memfd:fake-gpu:"))
+				continue;
+			if (sscanf(line, "%*s %*s %*s %*s %lu", &inode) == 1)
+				seen_add(&s, inode, line);
+		}
+		if (maps)
+			fclose(maps);
+	}
+	closedir(proc);
+	return s.bytes;
+}
+
+static int ro_hit(uintptr_t start, size_t len)
+{
+	int hit = 0;
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_RO; i++)
+		if (ro_ranges[i].end > start && ro_ranges[i].start < start + len)
+			hit = 1;
+	pthread_mutex_unlock(&lock);
+	return hit;
+}
+
+static void ro_set(uintptr_t start, size_t len, int readonly)
+{
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_RO; i++) {
+		if (!readonly && ro_ranges[i].start == start)
+			ro_ranges[i].start = ro_ranges[i].end = 0;
+		else if (readonly && ro_ranges[i].end == 0) {
+			ro_ranges[i].start = start;
+			ro_ranges[i].end = start + len;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+}
+
 /* ---- the driver API ------------------------------------------------------- */
 
 CUresult cuInit(unsigned flags)
@@ -175,7 +302,7 @@ CUresult cuDeviceGetUuid_v2(unsigned char *uuid, int dev)
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)
 {
-	*bytes = 1ull << 30;
+	*bytes = capacity();
 	return OK;
 }
 
@@ -214,8 +341,13 @@ CUresult cuCtxPopCurrent_v2(void **ctx)
 	return OK;
 }
 
+/* Setting replaces the top of this thread's stack (an empty one grows). */
 CUresult cuCtxSetCurrent(void *ctx)
 {
+	if (ctx && ctx_depth == 0)
+		ctx_depth = 1;
+	else if (!ctx && ctx_depth > 0)
+		ctx_depth--;
 	return OK;
 }
 
@@ -229,7 +361,9 @@ CUresult cuCtxSynchronize(void)
 
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
 {
-	*f = *t = 1ull << 30;
+	uint64_t used = device_used();
+	*t = capacity();
+	*f = used < *t ? *t - used : 0;
 	return OK;
 }
 
@@ -252,8 +386,10 @@ CUresult cuMemCreate(unsigned long long *out, size_t size, const void *prop,
 		     unsigned long long flags)
 {
 	FAIL_POINT("cuMemCreate");
-	int fd = memfd_create("fake-gpu", MFD_CLOEXEC);
-	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+	if (device_used() + size > capacity())
+		return OUT_OF_MEMORY;
+	int fd = device_memfd(size);
+	if (fd < 0)
 		return OUT_OF_MEMORY;
 	*out = (uintptr_t)handle_new(fd, size);
 	bump(&creates, 1);
@@ -335,6 +471,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t off, unsigned long long h
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
 	FAIL_POINT("cuMemUnmap");
+	ro_set((uintptr_t)ptr, size, 0);
 	if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
 		 0) == MAP_FAILED)
@@ -353,8 +490,11 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 		return INVALID_VALUE;
 	if (desc->flags == 1)
 		bump(&readonly_maps, 1);
-	int prot = desc->flags == 3 ? PROT_READ | PROT_WRITE : PROT_READ;
-	return mprotect((void *)(uintptr_t)ptr, size, prot) == 0 ? OK : INVALID_VALUE;
+	/* Host-side writes (the fake's copies) stay possible; device-side
+	 * writes into read-only ranges fail in the copy and memset calls. */
+	ro_set((uintptr_t)ptr, size, desc->flags == 1);
+	return mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) == 0
+		       ? OK : INVALID_VALUE;
 }
 
 CUresult cuStreamCreate(void **s, unsigned flags)
@@ -434,20 +574,36 @@ CUresult cuMemFreeHost(void *p)
 	return OK;
 }
 
+/* Device memory of this process: a mapped fake-gpu memfd. The size sits
+ * in the page before the pointer. */
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t len)
 {
-	*p = (uintptr_t)malloc(len);
-	return *p ? OK : OUT_OF_MEMORY;
+	size_t page = 4096, total = page + (len + page - 1) / page * page;
+	if (device_used() + len > capacity())
+		return OUT_OF_MEMORY;
+	int fd = device_memfd(total);
+	if (fd < 0)
+		return OUT_OF_MEMORY;
+	char *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return OUT_OF_MEMORY;
+	*(size_t *)m = total;
+	*p = (uintptr_t)(m + page);
+	return OK;
 }
 
 CUresult cuMemFree_v2(CUdeviceptr p)
 {
-	free((void *)(uintptr_t)p);
+	char *m = (char *)(uintptr_t)p - 4096;
+	munmap(m, *(size_t *)m);
 	return OK;
 }
 
 CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t len)
 {
+	if (ro_hit((uintptr_t)dst, len))
+		return ILLEGAL_ADDRESS;
 	memcpy((void *)(uintptr_t)dst, src, len);
 	return OK;
 }
@@ -462,6 +618,8 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len, void
 {
 	NEED_CONTEXT();
 	FAIL_POINT("cuMemcpyHtoDAsync");
+	if (ro_hit((uintptr_t)dst, len))
+		return ILLEGAL_ADDRESS;
 	memcpy((void *)(uintptr_t)dst, src, len);
 	bump(&copies, 1);
 	return OK;
@@ -478,6 +636,8 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t len, void *s)
 
 CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n)
 {
+	if (ro_hit((uintptr_t)dst, n * 4))
+		return ILLEGAL_ADDRESS;
 	unsigned *p = (unsigned *)(uintptr_t)dst;
 	for (size_t i = 0; i < n; i++)
 		p[i] = v;
