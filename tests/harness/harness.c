@@ -1,0 +1,729 @@
+/* Test harness: see harness.h. Plain libc: it is linked into test binaries
+ * that may not have libvram or libuv.
+ *
+ * Readiness comes from the daemon itself: it is started with NOTIFY_SOCKET
+ * pointing at a datagram socket the harness bound, as systemd would, and
+ * is ready when it sends READY=1. That avoids polling for the socket file,
+ * which exists before the daemon accepts anything.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+extern char **environ;
+
+#define DAEMON_TIMEOUT_MS 10000
+#define CAPTURE_TIMEOUT_MS 30000
+#define MAX_EXTRA_ARGS 64
+#define LOG_TAIL (64 * 1024)
+/* Longest sd_notify message kept whole; vramd's are a line or two. */
+#define NOTIFY_MAX 4096
+
+void harness_msleep(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000,
+			       .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+int64_t harness_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The status as the shell reports it: the exit code, or 128+N for a child
+ * killed by signal N. */
+static int status_code(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return -ECHILD;
+}
+
+/* ---- processes ----------------------------------------------------------- */
+
+struct spawn_opts {
+	const char *const *envp; /* NULL: this process's environment */
+	int stdin_fd, stdout_fd, stderr_fd; /* -1: inherit */
+	int death_sig;			    /* 0: none */
+};
+
+/* In the child, between fork and exec: the parent may have threads, so
+ * nothing here allocates or takes a lock. */
+static void spawn_child(const char *const argv[], const struct spawn_opts *o,
+			pid_t parent, int err_fd)
+{
+	struct sigaction sa = { .sa_handler = SIG_DFL };
+	sigset_t none;
+	int err;
+
+	/* A test may block or ignore signals; the program it starts must
+	 * not inherit that (vramd would ignore SIGTERM). */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	sigaction(SIGPIPE, &sa, NULL);
+	if (o->death_sig) {
+		/* A test that dies (a failed assertion exits) must not leave
+		 * its daemon behind. */
+		if (prctl(PR_SET_PDEATHSIG, o->death_sig) < 0)
+			goto fail;
+		if (getppid() != parent) {
+			errno = ESRCH;
+			goto fail;
+		}
+	}
+	if ((o->stdin_fd >= 0 && dup2(o->stdin_fd, 0) < 0) ||
+	    (o->stdout_fd >= 0 && dup2(o->stdout_fd, 1) < 0) ||
+	    (o->stderr_fd >= 0 && dup2(o->stderr_fd, 2) < 0))
+		goto fail;
+	execvpe(argv[0], (char *const *)argv,
+		(char *const *)(o->envp ? o->envp :
+					  (const char *const *)environ));
+fail:
+	err = errno;
+	/* The parent learns why from the pipe (closed by a successful exec,
+	 * it is O_CLOEXEC). */
+	while (write(err_fd, &err, sizeof(err)) < 0 && errno == EINTR)
+		;
+	_exit(127);
+}
+
+/* Forks and execs argv. Returns the pid once the exec succeeded, or -errno
+ * with the child reaped (-ENOENT for a missing program). */
+static pid_t spawn(const char *const argv[], const struct spawn_opts *o)
+{
+	pid_t parent = getpid(), pid;
+	int pipefd[2], err = 0;
+	ssize_t n;
+
+	if (!argv || !argv[0])
+		return -EINVAL;
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		goto close_pipe;
+	}
+	if (pid == 0) {
+		close(pipefd[0]);
+		spawn_child(argv, o, parent, pipefd[1]);
+	}
+	close(pipefd[1]);
+	pipefd[1] = -1;
+	do
+		n = read(pipefd[0], &err, sizeof(err));
+	while (n < 0 && errno == EINTR);
+	if (n == (ssize_t)sizeof(err)) {
+		err = -(err ? err : EIO);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+	} else {
+		err = 0;
+	}
+
+close_pipe:
+	close(pipefd[0]);
+	if (pipefd[1] >= 0)
+		close(pipefd[1]);
+	return err < 0 ? err : pid;
+}
+
+pid_t harness_spawn(const char *const argv[])
+{
+	struct spawn_opts o = { 0 };
+
+	o.stdin_fd = o.stdout_fd = o.stderr_fd = -1;
+	return spawn(argv, &o);
+}
+
+int harness_wait(pid_t pid, int timeout_ms)
+{
+	int64_t deadline = harness_now_ms() + timeout_ms;
+	int st;
+
+	/* waitpid(0) and waitpid(-1) would reap some other child. */
+	if (pid <= 0)
+		return -ECHILD;
+	for (;;) {
+		pid_t r = waitpid(pid, &st, timeout_ms < 0 ? 0 : WNOHANG);
+		if (r == pid)
+			return status_code(st);
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (r == 0) {
+			if (harness_now_ms() >= deadline)
+				return -ETIMEDOUT;
+			harness_msleep(1);
+		}
+	}
+}
+
+int harness_run_capture(const char *const argv[], char *out, size_t cap)
+{
+	int64_t deadline = harness_now_ms() + CAPTURE_TIMEOUT_MS;
+	struct spawn_opts o = { .stdin_fd = -1, .stderr_fd = -1 };
+	size_t len = 0;
+	int pipefd[2], status = 0, err = 0;
+	bool exited = false;
+	char discard[4096];
+	pid_t pid;
+
+	if (!out && cap > 0)
+		return -EINVAL;
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return -errno;
+	o.stdout_fd = pipefd[1];
+	pid = spawn(argv, &o);
+	close(pipefd[1]);
+	if (pid < 0) {
+		err = pid;
+		goto close_pipe;
+	}
+
+	/* Read until EOF, or until the child has exited and the pipe is
+	 * drained: a grandchild it left behind may hold the pipe open. */
+	for (;;) {
+		struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
+		int r = poll(&p, 1, exited ? 0 : 50);
+		if (r < 0 && errno != EINTR) {
+			err = -errno;
+			break;
+		}
+		if (r > 0) {
+			char *dst = discard;
+			size_t room = sizeof(discard);
+			if (cap > 0 && len < cap - 1) {
+				dst = out + len;
+				room = cap - 1 - len;
+			}
+			ssize_t n = read(pipefd[0], dst, room);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err = -errno;
+				break;
+			}
+			if (n == 0)
+				break;
+			if (dst != discard)
+				len += (size_t)n;
+			continue;
+		}
+		if (exited)
+			break;
+		status = harness_wait(pid, 0);
+		if (status != -ETIMEDOUT) {
+			exited = true;
+			continue;
+		}
+		if (harness_now_ms() >= deadline) {
+			err = -ETIMEDOUT;
+			break;
+		}
+	}
+	if (!exited && !err) {
+		int64_t left = deadline - harness_now_ms();
+		status = harness_wait(pid, left > 0 ? (int)left : 0);
+		if (status == -ETIMEDOUT)
+			err = -ETIMEDOUT;
+	}
+	if (!exited && err) {
+		kill(pid, SIGKILL);
+		harness_wait(pid, -1);
+	}
+
+close_pipe:
+	close(pipefd[0]);
+	if (cap > 0)
+		out[len] = '\0';
+	return err ? err : status;
+}
+
+int harness_count_fds(pid_t pid)
+{
+	bool self = pid == 0 || pid == getpid();
+	char path[64];
+	struct dirent *e;
+	int n = 0, err;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd",
+		 (int)(self ? getpid() : pid));
+	dir = opendir(path);
+	if (!dir)
+		return -errno;
+	for (;;) {
+		errno = 0;
+		e = readdir(dir);
+		if (!e)
+			break;
+		if (e->d_name[0] == '.')
+			continue;
+		/* Our own listing holds the directory's fd: not counted. */
+		if (self && atoi(e->d_name) == dirfd(dir))
+			continue;
+		n++;
+	}
+	err = errno;
+	closedir(dir);
+	return err ? -err : n;
+}
+
+/* ---- the daemon ---------------------------------------------------------- */
+
+/* Reaps the daemon if it has exited (or waits for it when block). Returns
+ * true once it is reaped, its status kept in d->status. */
+static bool daemon_reap(struct harness_daemon *d, bool block)
+{
+	int st;
+
+	if (d->pid <= 0)
+		return true;
+	for (;;) {
+		pid_t r = waitpid(d->pid, &st, block ? 0 : WNOHANG);
+		if (r == d->pid) {
+			d->status = status_code(st);
+			break;
+		}
+		if (r == 0)
+			return false;
+		if (errno != EINTR) {
+			/* Someone else reaped it: its status is lost. */
+			d->status = -ECHILD;
+			break;
+		}
+	}
+	d->pid = -1;
+	return true;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	/* Best effort: a file that cannot go is no reason to keep going
+	 * through the rest. */
+	remove(path);
+	return 0;
+}
+
+static void daemon_cleanup(struct harness_daemon *d)
+{
+	const char *env = getenv("VRAM_SOCKET");
+
+	if (d->collector > 0) {
+		kill(d->collector, SIGKILL);
+		while (waitpid(d->collector, NULL, 0) < 0 && errno == EINTR)
+			;
+	}
+	d->collector = -1;
+	if (d->notify_fd >= 0)
+		close(d->notify_fd);
+	d->notify_fd = -1;
+	if (env && strcmp(env, d->socket) == 0)
+		unsetenv("VRAM_SOCKET");
+	nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	d->dir[0] = '\0';
+}
+
+/* Closes every fd but keep0 and keep1. The collector is a fork of the
+ * test, and must not hold the test's client sockets open: a test that
+ * closes one expects the daemon to see it go. */
+static void close_all_but(int keep0, int keep1)
+{
+	int lo = keep0 < keep1 ? keep0 : keep1;
+	int hi = keep0 < keep1 ? keep1 : keep0;
+
+	if (lo > 0)
+		close_range(0, (unsigned)lo - 1, 0);
+	if (hi > lo + 1)
+		close_range((unsigned)lo + 1, (unsigned)hi - 1, 0);
+	close_range((unsigned)hi + 1, ~0u, 0);
+}
+
+/* The collector: appends each datagram of sock to logfd followed by a NUL,
+ * which no notify message contains, so records can be told apart. */
+static pid_t notify_collector(int sock, int logfd)
+{
+	pid_t parent = getpid();
+	char buf[NOTIFY_MAX + 1];
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid < 0 ? -errno : pid;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(1);
+	close_all_but(sock, logfd);
+	for (;;) {
+		struct pollfd p = { .fd = sock, .events = POLLIN };
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			_exit(1);
+		ssize_t n = recv(sock, buf, NOTIFY_MAX, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n < 0)
+			_exit(1);
+		buf[n] = '\0';
+		/* O_APPEND: one write per record, never interleaved. */
+		if (write(logfd, buf, (size_t)n + 1) != n + 1)
+			_exit(1);
+	}
+}
+
+/* Consumes the complete records of notify.log not seen yet; returns 1 when
+ * one contains needle (consuming up to it, so that a later wait sees
+ * what came after), 0 when none does, or -errno. */
+static int notify_scan(struct harness_daemon *d, const char *needle)
+{
+	char buf[4 * NOTIFY_MAX];
+
+	for (;;) {
+		ssize_t n =
+			pread(d->notify_fd, buf, sizeof(buf), d->notify_off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		/* A record not yet wholly written is left for next time. */
+		size_t start = 0;
+		for (size_t i = 0; i < (size_t)n; i++) {
+			if (buf[i] != '\0')
+				continue;
+			bool found = strstr(buf + start, needle) != NULL;
+			d->notify_off += (int64_t)(i + 1 - start);
+			start = i + 1;
+			if (found)
+				return 1;
+		}
+		if (start == 0)
+			return 0;
+	}
+}
+
+int harness_wait_notify(struct harness_daemon *d, const char *needle,
+			int timeout_ms)
+{
+	int64_t deadline = harness_now_ms() + timeout_ms;
+	bool exited = false;
+	int r;
+
+	if (!d || !needle || !d->dir[0] || d->notify_fd < 0)
+		return -EINVAL;
+	for (;;) {
+		r = notify_scan(d, needle);
+		if (r != 0)
+			return r > 0 ? 0 : r;
+		/* A daemon sends before it exits, so one more look after
+		 * seeing it gone catches its last words. */
+		if (exited)
+			return -ESRCH;
+		if (daemon_reap(d, false)) {
+			/* They are in the socket; give the collector a
+			 * moment to copy them out. */
+			harness_msleep(100);
+			exited = true;
+			continue;
+		}
+		int64_t left = deadline - harness_now_ms();
+		unsigned nap = 2;
+		if (timeout_ms >= 0 && left <= 0)
+			return -ETIMEDOUT;
+		if (timeout_ms >= 0 && left < nap)
+			nap = (unsigned)left;
+		harness_msleep(nap);
+	}
+}
+
+const char *harness_daemon_log(struct harness_daemon *d)
+{
+	static char buf[LOG_TAIL];
+	size_t len = 0;
+	struct stat st;
+	int fd;
+
+	if (!d || !d->log[0])
+		return "(no daemon log)";
+	fd = open(d->log, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(buf, sizeof(buf), "(cannot open %s: %s)", d->log,
+			 strerror(errno));
+		return buf;
+	}
+	/* The end of a log says why a daemon died; keep that part. */
+	if (fstat(fd, &st) == 0 && st.st_size > (off_t)sizeof(buf) - 1)
+		lseek(fd, st.st_size - (off_t)(sizeof(buf) - 1), SEEK_SET);
+	while (len < sizeof(buf) - 1) {
+		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* Creates d->dir and the paths in it. The sockets' paths must fit in
+ * sun_path, so a long $TMPDIR falls back to /tmp. */
+static int daemon_make_dir(struct harness_daemon *d)
+{
+	static const char leaf[] = "/vramd-test.XXXXXX/notify.sock";
+	const char *tmp = getenv("TMPDIR");
+	struct sockaddr_un sun;
+
+	if (!tmp || !tmp[0] ||
+	    strlen(tmp) + sizeof(leaf) > sizeof(sun.sun_path))
+		tmp = "/tmp";
+	if (strlen(tmp) + sizeof(leaf) > sizeof(sun.sun_path))
+		return -ENAMETOOLONG;
+	snprintf(d->dir, sizeof(d->dir), "%s/vramd-test.XXXXXX", tmp);
+	if (!mkdtemp(d->dir)) {
+		int err = -errno;
+		d->dir[0] = '\0';
+		return err;
+	}
+	snprintf(d->socket, sizeof(d->socket), "%s/vramd.sock", d->dir);
+	snprintf(d->log, sizeof(d->log), "%s/vramd.log", d->dir);
+	snprintf(d->notify, sizeof(d->notify), "%s/notify.sock", d->dir);
+	return 0;
+}
+
+/* Binds DIR/notify.sock and starts the collector that drains it into
+ * DIR/notify.log; d->notify_fd is left open on that log for reading. */
+static int daemon_notify_start(struct harness_daemon *d)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	char path[sizeof(d->dir) + 16];
+	int sock, logfd = -1, err;
+
+	sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (sock < 0)
+		return -errno;
+	memcpy(sun.sun_path, d->notify, strlen(d->notify) + 1);
+	if (bind(sock, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+		err = -errno;
+		goto close_sock;
+	}
+	snprintf(path, sizeof(path), "%s/notify.log", d->dir);
+	logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	d->notify_fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (logfd < 0 || d->notify_fd < 0) {
+		err = -errno;
+		goto close_sock;
+	}
+	d->notify_off = 0;
+	d->collector = notify_collector(sock, logfd);
+	err = d->collector < 0 ? d->collector : 0;
+
+close_sock:
+	/* The collector has its own copies; only it reads the socket. */
+	if (logfd >= 0)
+		close(logfd);
+	close(sock);
+	return err;
+}
+
+/* The environment for the daemon: ours, with NOTIFY_SOCKET pointing at the
+ * harness, and without what would make it think systemd started it in
+ * some other way. A test may set WATCHDOG_USEC before starting it. */
+static const char **daemon_env(const char *notify_var)
+{
+	static const char *const drop[] = { "NOTIFY_SOCKET=", "LISTEN_FDS=",
+					    "LISTEN_PID=", "LISTEN_FDNAMES=",
+					    "WATCHDOG_PID=" };
+	size_t n = 0, k = 0;
+	const char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		bool keep = true;
+		for (size_t j = 0; j < sizeof(drop) / sizeof(drop[0]); j++)
+			if (strncmp(environ[i], drop[j], strlen(drop[j])) == 0)
+				keep = false;
+		if (keep)
+			env[k++] = environ[i];
+	}
+	env[k++] = notify_var;
+	env[k] = NULL;
+	return env;
+}
+
+int harness_daemon_start(struct harness_daemon *d,
+			 const char *const extra_args[])
+{
+	const char *bin = getenv("VRAMD_BIN");
+	const char *argv[8 + MAX_EXTRA_ARGS];
+	struct spawn_opts o = { .stderr_fd = -1, .death_sig = SIGKILL };
+	char notify_var[sizeof("NOTIFY_SOCKET=") + sizeof(d->notify)];
+	const char **env = NULL;
+	size_t n = 0;
+	int err, logfd = -1, nullfd = -1;
+	bool spawned = false;
+	pid_t pid;
+
+	if (!d)
+		return -EINVAL;
+	memset(d, 0, sizeof(*d));
+	d->pid = -1;
+	d->notify_fd = -1;
+	d->collector = -1;
+	if (!bin || !bin[0])
+		bin = "build/vramd";
+
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = d->socket;
+	argv[n++] = "--backend";
+	argv[n++] = "host";
+	argv[n++] = "--log-level";
+	argv[n++] = "debug";
+	for (size_t i = 0; extra_args && extra_args[i]; i++) {
+		if (n == sizeof(argv) / sizeof(argv[0]) - 1)
+			return -E2BIG;
+		argv[n++] = extra_args[i];
+	}
+	argv[n] = NULL;
+
+	err = daemon_make_dir(d);
+	if (err < 0) {
+		fprintf(stderr, "harness: temporary directory: %s\n",
+			strerror(-err));
+		return err;
+	}
+	err = daemon_notify_start(d);
+	if (err < 0)
+		goto fail;
+	snprintf(notify_var, sizeof(notify_var), "NOTIFY_SOCKET=%s", d->notify);
+	env = daemon_env(notify_var);
+	if (!env) {
+		err = -ENOMEM;
+		goto fail;
+	}
+	logfd = open(d->log,
+		     O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (logfd < 0 || nullfd < 0) {
+		err = -errno;
+		goto fail;
+	}
+	o.envp = env;
+	o.stdin_fd = nullfd;
+	o.stdout_fd = logfd;
+	o.stderr_fd = logfd;
+	pid = spawn(argv, &o);
+	if (pid < 0) {
+		err = pid;
+		fprintf(stderr, "harness: cannot run %s: %s (set VRAMD_BIN)\n",
+			bin, strerror(-err));
+		goto fail;
+	}
+	d->pid = pid;
+	spawned = true;
+
+	err = harness_wait_notify(d, "READY=1", DAEMON_TIMEOUT_MS);
+	if (err < 0)
+		goto fail;
+	if (setenv("VRAM_SOCKET", d->socket, 1) < 0) {
+		err = -errno;
+		goto fail;
+	}
+	close(logfd);
+	close(nullfd);
+	free(env);
+	return 0;
+
+fail:
+	if (spawned) {
+		if (d->pid > 0)
+			kill(d->pid, SIGKILL);
+		daemon_reap(d, true);
+		fprintf(stderr,
+			"harness: vramd did not become ready: %s (exit %d)\n"
+			"---- %s ----\n%s---- end of log ----\n",
+			strerror(-err), d->status, d->log,
+			harness_daemon_log(d));
+	}
+	if (logfd >= 0)
+		close(logfd);
+	if (nullfd >= 0)
+		close(nullfd);
+	free(env);
+	daemon_cleanup(d);
+	return err;
+}
+
+int harness_daemon_stop(struct harness_daemon *d)
+{
+	int status;
+
+	/* dir is set only between a successful start and stop, so a zeroed
+	 * or already stopped struct touches no pid and no fd. */
+	if (!d || !d->dir[0])
+		return -ESRCH;
+	if (d->pid > 0) {
+		int64_t deadline = harness_now_ms() + DAEMON_TIMEOUT_MS;
+		kill(d->pid, SIGTERM);
+		while (!daemon_reap(d, false) && harness_now_ms() < deadline)
+			harness_msleep(2);
+		if (d->pid > 0) {
+			fprintf(stderr, "harness: vramd ignored SIGTERM for "
+					"10 s, killing it\n");
+			kill(d->pid, SIGKILL);
+			daemon_reap(d, true);
+		}
+	}
+	status = d->status;
+	daemon_cleanup(d);
+	return status;
+}
+
+int harness_daemon_wait(struct harness_daemon *d, int timeout_ms)
+{
+	int64_t deadline = harness_now_ms() + timeout_ms;
+
+	if (!d || !d->dir[0])
+		return -ESRCH;
+	while (!daemon_reap(d, timeout_ms < 0)) {
+		if (harness_now_ms() >= deadline)
+			return -ETIMEDOUT;
+		harness_msleep(2);
+	}
+	return d->status;
+}
+
+int harness_daemon_kill(struct harness_daemon *d, int sig)
+{
+	if (!d || !d->dir[0] || d->pid <= 0)
+		return -ESRCH;
+	return kill(d->pid, sig) < 0 ? -errno : 0;
+}
