@@ -296,6 +296,111 @@ int harness_count_fds(pid_t pid)
 
 /* ---- the daemon ---------------------------------------------------------- */
 
+static int rm_entry(const char *path, const struct stat *st, int type,
+		    struct FTW *ftw)
+{
+	/* Best effort: a file that cannot go is no reason to keep going
+	 * through the rest. */
+	remove(path);
+	return 0;
+}
+
+/* Reads the end of the file at path into buf (NUL-terminated). */
+static const char *log_tail(const char *path, char *buf, size_t cap)
+{
+	size_t len = 0;
+	struct stat st;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(buf, cap, "(cannot open %s: %s)", path,
+			 strerror(errno));
+		return buf;
+	}
+	/* The end of a log says why a daemon died; keep that part. */
+	if (fstat(fd, &st) == 0 && st.st_size > (off_t)cap - 1)
+		lseek(fd, st.st_size - (off_t)(cap - 1), SEEK_SET);
+	while (len < cap - 1) {
+		ssize_t n = read(fd, buf + len, cap - 1 - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return buf;
+}
+
+/* Daemons started and not stopped yet. A failed assertion calls exit(),
+ * so stop is never reached: at exit these are killed, their logs printed
+ * (the runner shows a failed case's output) and their directories
+ * removed. A copy, not a pointer: the caller's struct may be gone. Only
+ * the process that started a daemon cleans it up, not a forked child
+ * that happens to exit. */
+#define MAX_LIVE 16
+static struct live_daemon {
+	pid_t owner, pid, collector;
+	char dir[256];
+	char log[300];
+} live[MAX_LIVE];
+
+static struct live_daemon *live_find(const char *dir)
+{
+	for (int i = 0; i < MAX_LIVE; i++)
+		if (live[i].owner == getpid() && strcmp(live[i].dir, dir) == 0)
+			return &live[i];
+	return NULL;
+}
+
+static void live_atexit(void)
+{
+	static char buf[LOG_TAIL];
+
+	for (int i = 0; i < MAX_LIVE; i++) {
+		struct live_daemon *l = &live[i];
+		if (l->owner != getpid())
+			continue;
+		if (l->pid > 0) {
+			kill(l->pid, SIGKILL);
+			waitpid(l->pid, NULL, 0);
+		}
+		if (l->collector > 0) {
+			kill(l->collector, SIGKILL);
+			waitpid(l->collector, NULL, 0);
+		}
+		fprintf(stderr,
+			"harness: vramd in %s was never stopped; killed it. "
+			"Its log:\n%s---- end of log ----\n",
+			l->dir, log_tail(l->log, buf, sizeof(buf)));
+		nftw(l->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+		l->owner = 0;
+	}
+}
+
+static void live_add(const struct harness_daemon *d)
+{
+	static bool registered;
+
+	if (!registered && atexit(live_atexit) != 0)
+		return;
+	registered = true;
+	for (int i = 0; i < MAX_LIVE; i++) {
+		struct live_daemon *l = &live[i];
+		/* A slot a parent process left behind is free here. */
+		if (l->owner == getpid())
+			continue;
+		l->owner = getpid();
+		l->pid = d->pid;
+		l->collector = d->collector;
+		snprintf(l->dir, sizeof(l->dir), "%s", d->dir);
+		snprintf(l->log, sizeof(l->log), "%s", d->log);
+		return;
+	}
+}
+
 /* Reaps the daemon if it has exited (or waits for it when block). Returns
  * true once it is reaped, its status kept in d->status. */
 static bool daemon_reap(struct harness_daemon *d, bool block)
@@ -319,22 +424,20 @@ static bool daemon_reap(struct harness_daemon *d, bool block)
 		}
 	}
 	d->pid = -1;
+	/* Its pid may be reused from now on: never signal it again. */
+	struct live_daemon *l = live_find(d->dir);
+	if (l)
+		l->pid = -1;
 	return true;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
-{
-	/* Best effort: a file that cannot go is no reason to keep going
-	 * through the rest. */
-	remove(path);
-	return 0;
 }
 
 static void daemon_cleanup(struct harness_daemon *d)
 {
 	const char *env = getenv("VRAM_SOCKET");
+	struct live_daemon *l = live_find(d->dir);
 
+	if (l)
+		l->owner = 0;
 	if (d->collector > 0) {
 		kill(d->collector, SIGKILL);
 		while (waitpid(d->collector, NULL, 0) < 0 && errno == EINTR)
@@ -461,32 +564,10 @@ int harness_wait_notify(struct harness_daemon *d, const char *needle,
 const char *harness_daemon_log(struct harness_daemon *d)
 {
 	static char buf[LOG_TAIL];
-	size_t len = 0;
-	struct stat st;
-	int fd;
 
 	if (!d || !d->log[0])
 		return "(no daemon log)";
-	fd = open(d->log, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(buf, sizeof(buf), "(cannot open %s: %s)", d->log,
-			 strerror(errno));
-		return buf;
-	}
-	/* The end of a log says why a daemon died; keep that part. */
-	if (fstat(fd, &st) == 0 && st.st_size > (off_t)sizeof(buf) - 1)
-		lseek(fd, st.st_size - (off_t)(sizeof(buf) - 1), SEEK_SET);
-	while (len < sizeof(buf) - 1) {
-		ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-	}
-	close(fd);
-	buf[len] = '\0';
-	return buf;
+	return log_tail(d->log, buf, sizeof(buf));
 }
 
 /* Creates d->dir and the paths in it. The sockets' paths must fit in
@@ -657,6 +738,7 @@ int harness_daemon_start(struct harness_daemon *d,
 		err = -errno;
 		goto fail;
 	}
+	live_add(d);
 	close(logfd);
 	close(nullfd);
 	free(env);

@@ -43,6 +43,11 @@ struct harness_daemon {
  * and nothing left behind: -ENOENT (no binary), -ESRCH (it exited before
  * READY=1), -ETIMEDOUT, -ENAMETOOLONG (the socket path does not fit).
  * d is overwritten: it must not hold a running daemon.
+ *
+ * A daemon still running when this process exits (a failed assertion
+ * calls exit()) is killed then, its log printed on stderr and its
+ * directory removed. Its own death signal is SIGKILL (PR_SET_PDEATHSIG),
+ * so call this from a thread that outlives the daemon.
  * On success call harness_daemon_stop() once done with it. */
 int harness_daemon_start(struct harness_daemon *d,
 			 const char *const extra_args[]);

@@ -316,3 +316,41 @@ TEST(daemon_start_keeps_no_test_fds)
 	ASSERT_EQ(harness_daemon_stop(&d), 0);
 	unlink(bin);
 }
+
+/* A test that fails exits without stopping its daemon: the harness kills
+ * it at exit, prints its log and removes its directory. */
+TEST(daemon_cleaned_up_at_exit)
+{
+	struct harness_daemon d;
+	char bin[64], out[2048] = { 0 };
+	int pipefd[2];
+	struct stat st;
+
+	install_fake_daemon(bin, sizeof(bin));
+	ASSERT_EQ(pipe(pipefd), 0);
+	pid_t pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		dup2(pipefd[1], 2);
+		if (harness_daemon_start(&d, NULL) != 0)
+			_exit(2);
+		/* Tell the parent where, then fail as TEST_FAIL does. */
+		if (write(pipefd[1], d.dir, strlen(d.dir) + 1) < 0)
+			_exit(3);
+		exit(1);
+	}
+	close(pipefd[1]);
+	ASSERT_EQ(harness_wait(pid, 10000), 1);
+	ssize_t n = read(pipefd[0], out, sizeof(out) - 1);
+	ASSERT_GT(n, 0);
+	close(pipefd[0]);
+	/* The directory's name, NUL-terminated, then the harness's notice. */
+	const char *dir = out;
+	ASSERT(strncmp(dir, "/", 1) == 0);
+	ASSERT_EQ(stat(dir, &st), -1);
+	ASSERT_EQ(errno, ENOENT);
+	const char *rest = out + strlen(dir) + 1;
+	ASSERT(strstr(rest, "was never stopped"));
+	ASSERT(strstr(rest, "fake vramd: --socket"));
+	unlink(bin);
+}
