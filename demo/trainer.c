@@ -182,7 +182,7 @@ static void trainer_transition(struct trainer *t, bool pause)
  * which holds the memory until closed. */
 static vram_pool *trainer_train(struct trainer *t)
 {
-	char a[32], b[32];
+	char a[32], b[32], c[32];
 	vram_pool *p = trainer_pool(t, "trainer.grads");
 	uint64_t *w, sum = 0;
 	double start;
@@ -207,7 +207,7 @@ static vram_pool *trainer_train(struct trainer *t)
 	       "device free now %s\n",
 	       size_text(t->bytes, a, sizeof(a)),
 	       size_text(vram_pool_size(p), b, sizeof(b)), now_ms() - start,
-	       size_text(device_free(t), a, sizeof(a)));
+	       size_text(device_free(t), c, sizeof(c)));
 	return p;
 }
 

@@ -120,8 +120,11 @@ static int transition_print_json(const struct transition *tr,
 	return json_finish(&j);
 }
 
+/* Prints the report. failed is shown only when the call failed: libvram
+ * counts a pool that was already in the asked state as failed, which is
+ * not a failure here. */
 static void transition_print_text(const struct transition *tr,
-				  const struct vram_report *rep)
+				  const struct vram_report *rep, int err)
 {
 	char a[CTL_FMT_MAX], b[CTL_FMT_MAX], d[CTL_FMT_MAX];
 	uint64_t delta;
@@ -141,7 +144,7 @@ static void transition_print_text(const struct transition *tr,
 	       fmt_bytes(rep->free_before, a, sizeof(a)),
 	       fmt_bytes(rep->free_after, b, sizeof(b)), sign,
 	       fmt_bytes(delta, d, sizeof(d)));
-	if (rep->failed)
+	if (err < 0 && rep->failed)
 		printf("%" PRIu32 " pool%s did not %s\n", rep->failed,
 		       rep->failed == 1 ? "" : "s", tr->verb);
 }
@@ -250,7 +253,7 @@ static int transition_run(struct ctl *ctl, const struct transition *tr,
 		printf("nothing to do: already %s\n", tr->done);
 		return code;
 	}
-	transition_print_text(tr, &rep);
+	transition_print_text(tr, &rep, r);
 	if (r < 0)
 		transition_explain(ctl, tr, &sel, r, msg);
 	return code;

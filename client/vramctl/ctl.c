@@ -176,11 +176,18 @@ int ctl_connect(struct ctl *ctl)
 	if (r == 0)
 		return 0;
 	ctl->client = NULL;
-	ctl_save_error(r, err, sizeof(err));
-	if (r == -ENOENT || r == -ECONNREFUSED)
+	/* For the usual failures the errno says it all (libvram's message
+	 * would repeat the path we print); otherwise, such as a protocol
+	 * mismatch, libvram's message is the useful part. */
+	if (r == -ENOENT || r == -ECONNREFUSED) {
+		snprintf(err, sizeof(err), "%s", strerror(-r));
 		hint = " (is vramd running?)";
-	else if (r == -EACCES)
+	} else if (r == -EACCES) {
+		snprintf(err, sizeof(err), "%s", strerror(-r));
 		hint = " (is this user in the socket's group?)";
+	} else {
+		ctl_save_error(r, err, sizeof(err));
+	}
 	snprintf(msg, sizeof(msg), "%s%s", err, hint);
 	snprintf(what, sizeof(what), "cannot connect to vramd at %s",
 		 ctl_socket_path(ctl));
