@@ -159,12 +159,11 @@ static void transition_explain(const struct ctl *ctl,
 	const char *advice = "";
 
 	selector_text(sel, what, sizeof(what));
+	/* The daemon says what state the pools are left in; say what to do. */
 	if (err == -ETIMEDOUT)
-		advice = "\n  the pools stay pausing; run the command again to "
-			 "wait more";
+		advice = "\n  run the command again to wait more";
 	else if (err == -ENOMEM && tr->resume)
-		advice = "\n  the pools stay paused with their backups; retry "
-			 "when the device has room";
+		advice = "\n  retry when the device has room";
 	fprintf(stderr, "vramctl: %s %s: %s%s\n", ctl->command, what,
 		fmt_safe(msg, safe, sizeof(safe)), advice);
 }
