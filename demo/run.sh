@@ -58,7 +58,7 @@ fail() {
 # Runs vramctl, showing the command, its output indented.
 ctl() {
 	printf '  $ vramctl %s\n' "$*"
-	"$VRAMCTL_BIN" "$@" | sed 's/^/    /' || fail "vramctl $* failed"
+	"$VRAMCTL_BIN" "$@" | sed '/./s/^/    /' || fail "vramctl $* failed"
 }
 
 # Stops a process: SIGTERM, then SIGKILL after 5 s. Returns its status.
@@ -102,6 +102,21 @@ expect_line() {
 		fail "$who stopped before '$want' (or took over ${STEP_TIMEOUT}s)"
 	fi
 	[ "$line" = "$want" ] || fail "$who said '$line', expected '$want'"
+}
+
+# Waits up to STEP_TIMEOUT seconds for process $1 ($2 names it) to exit;
+# leaves its exit status in $status.
+await() {
+	local pid=$1 who=$2 i
+	for ((i = 0; i < STEP_TIMEOUT * 10; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		fail "$who did not exit within ${STEP_TIMEOUT}s"
+	fi
+	status=0
+	wait "$pid" || status=$?
 }
 
 # Lets a program waiting on its stdin fifo (fd $1) go on.
@@ -176,25 +191,29 @@ go_on "$trainer_in" trainer
 expect_line "$trainer_out" resumed trainer
 ctl ls
 go_on "$trainer_in" trainer
-status=0
-wait "$trainer_pid" || status=$?
+await "$trainer_pid" trainer
 trainer_pid=""
 [ "$status" = 0 ] || fail "trainer exited with status $status"
 
 # ---------------------------------------------------------------------------
 step "Engine verifies its weights byte for byte"
 go_on "$engine_in" engine
-status=0
-wait "$engine_pid" || status=$?
+await "$engine_pid" engine
 engine_pid=""
 [ "$status" = 0 ] || fail "engine exited with status $status"
+say "engine exited: its pools are gone and the device is whole again"
 ctl ls
+ctl status
+# Checked, not just shown: vramd holds no device memory any more.
+used=$("$VRAMCTL_BIN" --json status |
+	python3 -c 'import json, sys; print(json.load(sys.stdin)["used_bytes"])') ||
+	fail "vramctl --json status failed"
+[ "$used" = 0 ] || fail "vramd still holds $used bytes after the engine exited"
 
 # ---------------------------------------------------------------------------
 step "Stop vramd"
 kill -TERM "$vramd_pid"
-status=0
-wait "$vramd_pid" || status=$?
+await "$vramd_pid" vramd
 vramd_pid=""
 [ "$status" = 0 ] || fail "vramd exited with status $status on SIGTERM"
 say "vramd stopped cleanly"

@@ -100,7 +100,8 @@ static int pool_compare_name(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static int ls_print_text(const struct vram_pool_info *pools, size_t n)
+static int ls_print_text(const struct vram_pool_info *pools, size_t n,
+			 bool filtered)
 {
 	static const struct table_column cols[] = {
 		{ "NAME", TABLE_LEFT },	  { "OWNER", TABLE_LEFT },
@@ -109,9 +110,15 @@ static int ls_print_text(const struct vram_pool_info *pools, size_t n)
 		{ "POLICY", TABLE_LEFT }, { "MAPPERS", TABLE_RIGHT },
 	};
 	char owner[CTL_FMT_MAX], size[CTL_FMT_MAX];
-	struct table *t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
+	struct table *t;
 	int r;
 
+	if (n == 0) {
+		/* A header over nothing reads like a glitch. */
+		printf("%s\n", filtered ? "no pool matches" : "no pools");
+		return 0;
+	}
+	t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
 	if (!t)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++) {
@@ -205,7 +212,8 @@ int cmd_ls(struct ctl *ctl, int argc, char **argv)
 	}
 	if (n > 1)
 		qsort(pools, n, sizeof(*pools), pool_compare_name);
-	r = ctl->json ? ls_print_json(pools, n) : ls_print_text(pools, n);
+	r = ctl->json ? ls_print_json(pools, n) :
+			ls_print_text(pools, n, filtered);
 	vram_pool_info_free(pools, n);
 	r = ctl_output_done(ctl, r);
 	if (r == CTL_EXIT_OK && filtered && n == 0)
