@@ -44,9 +44,14 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 
 void vram_client_close(vram_client *c)
 {
-	if (!registry_client_take(c))
+	bool forked;
+
+	if (!registry_client_take(c, &forked))
 		return;
-	connection_close(c);
+	/* An inherited client's fds are closed already (registry.c); its
+	 * memory may be in any state, so it is left alone. */
+	if (!forked)
+		connection_close(c);
 }
 
 const char *vram_client_backend(vram_client *c)

@@ -447,8 +447,9 @@ out:
 void vram_pool_close(vram_pool *p)
 {
 	struct vram_client *c;
+	bool forked;
 
-	if (!registry_pool_take(p))
+	if (!registry_pool_take(p, &forked) || forked)
 		return;
 	c = p->client;
 	pthread_mutex_lock(&c->lock);

@@ -76,6 +76,7 @@ struct vram_client {
 	bool broken;	    /* the connection is gone: -EPIPE */
 	bool stopping;	    /* the event thread must exit */
 	bool closing;
+	bool forked;   /* inherited through fork(): dead here */
 	unsigned busy; /* public calls in progress (atomic) */
 	bool thread_started;
 	pthread_t thread;
@@ -195,12 +196,14 @@ int registry_pool_enter(struct vram_pool *p);
 void registry_pool_leave(struct vram_pool *p);
 
 /* Removes c (and every pool of c) from the registry; false if c was not
- * there (closed already, or never a client). */
-bool registry_client_take(struct vram_client *c);
-/* Removes p from the registry; false if it was not there. On true the
- * pool's client counts one more call in progress: the caller closes the
- * pool and then calls registry_client_leave() with the client's lock. */
-bool registry_pool_take(struct vram_pool *p);
+ * there (closed already, or never a client). *forked: c was inherited
+ * through fork() and must only be forgotten. */
+bool registry_client_take(struct vram_client *c, bool *forked);
+/* Removes p from the registry; false if it was not there. On true, unless
+ * *forked, the pool's client counts one more call in progress: the caller
+ * closes the pool and then calls registry_client_leave() with the
+ * client's lock. */
+bool registry_pool_take(struct vram_pool *p, bool *forked);
 
 /* Whether a live pool of this process (of any client) owns the pool with
  * this id and name. Only immutable fields are read. */

@@ -401,7 +401,7 @@ int connection_call(struct vram_client *c, Vram__Request *req,
 				 strerror(-r));
 	}
 	r = connection_wait(c, call, deadline);
-	if (r == -ETIMEDOUT)
+	if (!call->done)
 		return error_set(ETIMEDOUT, "vramd did not answer within %d ms",
 				 timeout_ms);
 	if (r < 0)
@@ -658,9 +658,11 @@ void connection_close(struct vram_client *c)
 	c->stopping = true;
 	/* The daemon treats the end of the session as a close of every pool
 	 * (dropping those this client owns unless persistent), so nothing
-	 * more is sent: the socket goes, and every waiter learns at once. */
+	 * more is sent: the socket goes, and every waiter learns at once
+	 * (the connection is marked broken and the reader woken). */
 	connection_break(c, -ESHUTDOWN, "client closed");
-	shutdown(c->sock, SHUT_RDWR);
+	/* No shutdown(): a forked child may share this socket's open file,
+	 * and only closing our fd is ours to do. */
 	connection_wake(c);
 	pthread_cond_broadcast(&c->cond);
 	while (!connection_idle(c))

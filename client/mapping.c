@@ -51,6 +51,8 @@ int mapping_backup_map(struct mapping *m, int fd)
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
+	/* Nor is the backup a forked child's to keep. */
+	madvise(p, len, MADV_DONTFORK);
 	m->backup = p;
 	m->backup_len = len;
 	return 0;

@@ -7,11 +7,21 @@
  * Public calls enter through here: under the registry's lock a live
  * handle's in-progress counter is raised, which its close waits for, so a
  * handle is never freed under a call.
+ *
+ * fork(): a child inherits every client's socket, which is the parent's
+ * session. The child must never read from it, write to it (a pool close
+ * there would close the parent's pool) or keep it open (the daemon would
+ * not see the parent leave). So an atfork handler closes the child's
+ * copies of those fds at once and marks the clients forked: in the child
+ * every call on them fails with -EPIPE and closing them only forgets
+ * them. Their memory is not freed there, since another thread of the
+ * parent may have held their locks at the fork.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client.h"
 
@@ -53,9 +63,42 @@ __attribute__((destructor)) static void registry_destructor(void)
 	registry_close_all();
 }
 
+static void registry_fork_prepare(void)
+{
+	pthread_mutex_lock(&registry_lock);
+}
+
+static void registry_fork_parent(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/* In the child, right after fork(): only async-signal-safe calls. */
+static void registry_fork_child(void)
+{
+	for (struct vram_client *c = registry_clients; c; c = c->reg_next) {
+		if (c->forked)
+			continue;
+		c->forked = true;
+		if (c->sock >= 0)
+			close(c->sock);
+		if (c->wake_fd >= 0)
+			close(c->wake_fd);
+		c->sock = -1;
+		c->wake_fd = -1;
+		/* Chunk fds read but not yet handled hold memory too. */
+		for (unsigned i = 0; i < c->rx.nfds; i++)
+			close(c->rx.fds[i]);
+		c->rx.nfds = 0;
+	}
+	pthread_mutex_unlock(&registry_lock);
+}
+
 static void registry_init(void)
 {
 	atexit(registry_atexit);
+	pthread_atfork(registry_fork_prepare, registry_fork_parent,
+		       registry_fork_child);
 }
 
 void registry_client_add(struct vram_client *c)
@@ -93,18 +136,23 @@ static bool registry_has_pool(const struct vram_pool *p)
 
 int registry_client_enter(struct vram_client *c)
 {
-	bool live;
+	bool live, forked;
 
 	if (!c)
 		return error_set(EINVAL, "no client (NULL)");
 	pthread_mutex_lock(&registry_lock);
 	live = registry_has_client(c);
-	if (live)
+	forked = live && c->forked;
+	if (live && !forked)
 		__atomic_add_fetch(&c->busy, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_unlock(&registry_lock);
 	if (!live)
 		return error_set(EINVAL,
 				 "not an open client (closed already?)");
+	if (forked)
+		return error_set(EPIPE,
+				 "this client was inherited through "
+				 "fork(); connect again in this process");
 	pthread_mutex_lock(&c->lock);
 	return 0;
 }
@@ -118,13 +166,14 @@ void registry_client_leave(struct vram_client *c)
 
 int registry_pool_enter(struct vram_pool *p)
 {
-	bool live;
+	bool live, forked;
 
 	if (!p)
 		return error_set(EINVAL, "no pool (NULL)");
 	pthread_mutex_lock(&registry_lock);
 	live = registry_has_pool(p);
-	if (live) {
+	forked = live && p->client->forked;
+	if (live && !forked) {
 		/* Both counters: a pool's close waits for its users, its
 		 * client's close for every call on the client or its pools. */
 		__atomic_add_fetch(&p->users, 1, __ATOMIC_SEQ_CST);
@@ -133,6 +182,10 @@ int registry_pool_enter(struct vram_pool *p)
 	pthread_mutex_unlock(&registry_lock);
 	if (!live)
 		return error_set(EINVAL, "not an open pool (closed already?)");
+	if (forked)
+		return error_set(EPIPE,
+				 "this pool was inherited through fork(); "
+				 "open it again in this process");
 	pthread_mutex_lock(&p->client->lock);
 	return 0;
 }
@@ -140,7 +193,6 @@ int registry_pool_enter(struct vram_pool *p)
 void registry_pool_leave(struct vram_pool *p)
 {
 	struct vram_client *c = p->client;
-
 	unsigned users = __atomic_sub_fetch(&p->users, 1, __ATOMIC_SEQ_CST);
 	unsigned busy = __atomic_sub_fetch(&c->busy, 1, __ATOMIC_SEQ_CST);
 
@@ -161,10 +213,11 @@ bool registry_pool_owned(uint64_t id, const char *name)
 	return owned;
 }
 
-bool registry_client_take(struct vram_client *c)
+bool registry_client_take(struct vram_client *c, bool *forked)
 {
 	bool found = false;
 
+	*forked = false;
 	if (!c)
 		return false;
 	pthread_mutex_lock(&registry_lock);
@@ -174,6 +227,7 @@ bool registry_client_take(struct vram_client *c)
 			*pp = c->reg_next;
 			c->reg_next = NULL;
 			found = true;
+			*forked = c->forked;
 			break;
 		}
 	}
@@ -193,10 +247,11 @@ bool registry_client_take(struct vram_client *c)
 	return found;
 }
 
-bool registry_pool_take(struct vram_pool *p)
+bool registry_pool_take(struct vram_pool *p, bool *forked)
 {
 	bool found = false;
 
+	*forked = false;
 	if (!p)
 		return false;
 	pthread_mutex_lock(&registry_lock);
@@ -206,10 +261,12 @@ bool registry_pool_take(struct vram_pool *p)
 			*pp = p->reg_next;
 			p->reg_next = NULL;
 			found = true;
+			*forked = p->client->forked;
 			/* The close that follows is a call on the client: its
 			 * client cannot be freed under it. */
-			__atomic_add_fetch(&p->client->busy, 1,
-					   __ATOMIC_SEQ_CST);
+			if (!*forked)
+				__atomic_add_fetch(&p->client->busy, 1,
+						   __ATOMIC_SEQ_CST);
 			break;
 		}
 	}

@@ -90,6 +90,8 @@ static int host_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 		host_rereserve(addr, size);
 		return err;
 	}
+	/* A forked child must not keep the chunk alive after a pause. */
+	madvise(p, size, MADV_DONTFORK);
 	if (handle)
 		*handle = 0;
 	return 0;
