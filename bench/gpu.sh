@@ -3,7 +3,7 @@
 # same pools through vramd (bench/gpu_vramd), a few variants, the control
 # path (bench/rpc), then bench/plot.py's table, summary.json and PNG.
 #
-# Results go to $OUT when set, else bench-results/gpu-DATE/: the text of
+# Results go to $OUT when set, else BUILD/bench-results/gpu-DATE/: the text of
 # every run, gpu.csv (every figure), summary.json, latency.png, env.txt.
 # Without a GPU it says so and exits 0.
 #
@@ -20,7 +20,7 @@ set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${VRAM_BUILD:-$root/build}
 export VRAMD_BIN=${VRAMD_BIN:-$build/vramd}
-out=${OUT:-$root/bench-results/gpu-$(date +%Y%m%d-%H%M%S)}
+out=${OUT:-$build/bench-results/gpu-$(date +%Y%m%d-%H%M%S)}
 sizes=${BENCH_GPU_SIZES:-1,4,16,64,128}
 host_max=${BENCH_GPU_HOST_MAX:-16}
 cycles=${BENCH_GPU_CYCLES:-3}
@@ -34,7 +34,7 @@ rm -f "$csv"
 run() {
 	local name=$1
 	shift
-	echo "== $name: ${*#$build/}" | tee -a "$out/$name.txt"
+	echo "== $name: ${*#"$build"/}" | tee -a "$out/$name.txt"
 	"$@" 2>&1 | tee -a "$out/$name.txt"
 	return "${PIPESTATUS[0]}"
 }

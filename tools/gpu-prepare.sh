@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Runs vramd's GPU tests and benchmarks on a GPU machine that cannot build
+# them: one without libuv and protobuf-c, or without a package registry
+# (the lab's H200, see docs/gpu.md). Build on a Debian machine, carry the
+# build folder and .debs/ over, run there.
+#
+#   tools/gpu-prepare.sh            here: build everything the GPU run needs
+#                                   and download the runtime .debs into .debs/
+#   tools/gpu-prepare.sh gpu        there: GPU tests, then benchmarks; results
+#                                   under $OUT (default build/gpu-results/)
+#   tools/gpu-prepare.sh test       there: the GPU tests only
+#   tools/gpu-prepare.sh bench      there: the benchmarks only
+#   tools/gpu-prepare.sh exec CMD.. there: CMD with the unpacked libraries
+#                                   on LD_LIBRARY_PATH
+#
+# "There" never calls make (a rebuild would need the -dev packages): it
+# unpacks .debs/*.deb with dpkg -x into .debs/root once (never into /) and
+# runs the binaries in $VRAM_BUILD (default build) directly.
+set -u
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+build=${VRAM_BUILD:-build}
+case $build in
+/*) ;;
+*) build=$root/$build ;;
+esac
+debs=$root/.debs
+RUNTIME_PKGS=(libuv1 libprotobuf-c1)
+
+die() {
+	echo "gpu-prepare: $*" >&2
+	exit 1
+}
+
+# ---- here -----------------------------------------------------------------
+
+prepare() {
+	command -v apt-get >/dev/null || die "apt-get missing: run this on the Debian build machine"
+	make BUILD="$build" all || die "make all failed"
+	# The GPU binaries, and the CUDA unit tests (their last case checks
+	# the real driver). test-gpu and bench-gpu also run them, which here
+	# only reports that there is no GPU.
+	make BUILD="$build" test-gpu bench-gpu ||
+		die "building the GPU tests and benchmarks failed"
+	make BUILD="$build" "$build/tests/daemon_cuda_test" \
+		"$build/tests/client_cuda_test" || die "building the CUDA unit tests failed"
+	if ! nm "$build/vramd" | grep -q ' T backend_cuda_open'; then
+		echo "gpu-prepare: WARNING: $build/vramd has no cuda backend linked in" >&2
+		echo "  (a weak reference does not pull daemon/backend_cuda.o out of" >&2
+		echo "  libvramd.a); vramd --backend cuda will fail with ENOENT." >&2
+	fi
+	mkdir -p "$debs" || exit 1
+	(cd "$debs" && apt-get download "${RUNTIME_PKGS[@]}") ||
+		die "apt-get download ${RUNTIME_PKGS[*]} failed (run apt-get update first?)"
+	echo
+	echo "ready: carry ${build#"$root"/}/ and .debs/ to the GPU machine and run there"
+	echo "  tools/gpu-prepare.sh gpu"
+}
+
+# ---- there ------------------------------------------------------------------
+
+# Puts the runtime libraries on LD_LIBRARY_PATH, unpacking them first if
+# this system lacks them.
+runtime_env() {
+	local libdir=$debs/root/usr/lib/x86_64-linux-gnu
+	if ldconfig -p 2>/dev/null | grep -q 'libuv\.so\.1 ' &&
+		ldconfig -p 2>/dev/null | grep -q 'libprotobuf-c\.so\.1 '; then
+		return 0
+	fi
+	if [ ! -d "$libdir" ]; then
+		ls "$debs"/*.deb >/dev/null 2>&1 ||
+			die "no libuv/protobuf-c here and no .debs/: run tools/gpu-prepare.sh on the build machine and carry .debs/"
+		for d in "$debs"/*.deb; do
+			dpkg -x "$d" "$debs/root" || die "dpkg -x $d failed"
+		done
+	fi
+	export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}
+
+check_build() {
+	for f in vramd vramctl tests/runner bench/gpu_raw bench/gpu_vramd; do
+		[ -x "$build/$f" ] || die "$build/$f missing: run tools/gpu-prepare.sh on the build machine"
+	done
+	ls "$build"/tests/gpu/* >/dev/null 2>&1 || die "no GPU tests in $build/tests/gpu"
+	export VRAMD_BIN=$build/vramd VRAMCTL_BIN=$build/vramctl
+	export VRAM_BUILD=$build
+	"$VRAMD_BIN" --version >/dev/null 2>&1 ||
+		die "$VRAMD_BIN does not run here: $("$VRAMD_BIN" --version 2>&1 | head -1)"
+}
+
+gpu_tests() {
+	local dir=$1 rc
+	mkdir -p "$dir"
+	{
+		nvidia-smi 2>&1 || echo "nvidia-smi failed"
+		nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv 2>&1
+	} >"$dir/nvidia-smi.txt"
+	local units=()
+	for t in daemon_cuda_test client_cuda_test; do
+		[ -x "$build/tests/$t" ] && units+=("$build/tests/$t")
+	done
+	echo "== GPU tests"
+	TEST_TIMEOUT=${TEST_TIMEOUT:-180} VRAM_TEST_VERBOSE=1 \
+		"$build/tests/runner" "$build"/tests/gpu/* "${units[@]}" >"$dir/test-gpu.log" 2>&1
+	rc=$?
+	# The log has every case's output; the lines of the verdicts go to the
+	# terminal.
+	grep -E '^(ok|FAIL|skip) |passed, .* failed' "$dir/test-gpu.log"
+	echo "(full output: $dir/test-gpu.log)"
+	return $rc
+}
+
+gpu_bench() {
+	local dir=$1
+	echo "== GPU benchmarks"
+	OUT=$dir/bench "$root/bench/gpu.sh"
+}
+
+mode=${1:-prepare}
+[ $# -gt 0 ] && shift
+case $mode in
+prepare)
+	prepare
+	;;
+gpu | test | bench)
+	out=${OUT:-$build/gpu-results}
+	mkdir -p "$out" || exit 1
+	runtime_env
+	check_build
+	rc=0
+	if [ "$mode" != bench ]; then
+		gpu_tests "$out" || rc=1
+	fi
+	if [ "$mode" != test ]; then
+		gpu_bench "$out" || rc=1
+	fi
+	echo "results in $out"
+	exit $rc
+	;;
+exec)
+	[ $# -gt 0 ] || die "exec needs a command"
+	runtime_env
+	exec "$@"
+	;;
+*)
+	die "unknown mode $mode (prepare, gpu, test, bench, exec)"
+	;;
+esac
