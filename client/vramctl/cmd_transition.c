@@ -159,10 +159,9 @@ static void transition_explain(const struct ctl *ctl,
 	const char *advice = "";
 
 	selector_text(sel, what, sizeof(what));
-	/* The daemon says what state the pools are left in; say what to do. */
-	if (err == -ETIMEDOUT)
-		advice = "\n  run the command again to wait more";
-	else if (err == -ENOMEM && tr->resume)
+	/* The daemon's message says what state the pools are left in (and,
+	 * for a timeout, that pausing again waits more). */
+	if (err == -ENOMEM && tr->resume)
 		advice = "\n  retry when the device has room";
 	fprintf(stderr, "vramctl: %s %s: %s%s\n", ctl->command, what,
 		fmt_safe(msg, safe, sizeof(safe)), advice);
