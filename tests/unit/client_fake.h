@@ -66,6 +66,8 @@ struct fake {
 	bool ignore_pings;	/* never answer a ping */
 	unsigned ping_batch;	/* answer pings N at a time, newest first */
 	int grow_err;
+	int transition_err; /* answer pause/resume at once with this errno,
+			     * no message, late pids 111 and 222 */
 
 	/* what happened */
 	unsigned n_requests, n_pings, n_closes, n_drops, n_grows, n_acks;
@@ -313,6 +315,25 @@ static FAKE_UNUSED void fake_transition(struct fake *f, uint64_t id,
 					bool resume, const Vram__Transition *t)
 {
 	const char *name = t->selector ? t->selector->name : NULL;
+	if (f->transition_err) {
+		Vram__Response r = VRAM__RESPONSE__INIT;
+		Vram__TransitionReply tr = VRAM__TRANSITION_REPLY__INIT;
+		Vram__PoolResult res = VRAM__POOL_RESULT__INIT, *rp = &res;
+		uint32_t late[2] = { 111, 222 };
+		res.name = (char *)(name ? name : "");
+		res.err = f->transition_err;
+		res.n_late_pids = 2;
+		res.late_pids = late;
+		tr.n_results = 1;
+		tr.results = &rp;
+		tr.free_before = tr.free_after = 5;
+		r.id = id;
+		r.err = f->transition_err;
+		r.body_case = VRAM__RESPONSE__BODY_TRANSITION;
+		r.transition = &tr;
+		fake_reply(f, &r, NULL, 0);
+		return;
+	}
 	int pi = name && name[0] ? fake_pool_find(f, 0, name) : -1;
 	if (pi < 0) {
 		fake_reply_err(f, id, ENOENT, "no pool matched");
