@@ -12,6 +12,17 @@
 
 #define RESERVE_MAX (64ull << 40) /* virtual range of one pool */
 
+/* Names reach logs, tables and terminals: printable characters only, so a
+ * client cannot forge log lines or drive an admin's terminal. */
+static bool name_ok(const char *s, size_t max)
+{
+	size_t n = 0;
+	for (; s[n]; n++)
+		if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f)
+			return false;
+	return n < max;
+}
+
 static Vram__Policy to_policy(enum pool_policy p)
 {
 	return p == POOL_HOST ? VRAM__POLICY__POLICY_HOST
@@ -83,6 +94,12 @@ static void handle_hello(struct session *s, uint64_t id, const Vram__Hello *h)
 		session_reply_error(s, id, EPROTONOSUPPORT,
 				    "protocol version %u is not supported (daemon speaks %u)",
 				    h->version, WIRE_PROTOCOL_VERSION);
+		return;
+	}
+	if (h->name && !name_ok(h->name, sizeof(s->who.name))) {
+		session_reply_error(s, id, EINVAL,
+				    "client name must be printable and under %zu bytes",
+				    sizeof(s->who.name));
 		return;
 	}
 	if (h->name && h->name[0])
@@ -165,15 +182,16 @@ static void handle_create(struct session *s, uint64_t id,
 	uint64_t reserve = c->reserve_bytes, gran;
 	int r;
 
-	if (!c->name || !c->name[0] || strlen(c->name) >= POOL_NAME_MAX) {
-		session_reply_error(s, id, EINVAL, "a pool name of 1 to %d bytes is required",
+	if (!c->name || !c->name[0] || !name_ok(c->name, POOL_NAME_MAX)) {
+		session_reply_error(s, id, EINVAL,
+				    "a pool name of 1 to %d printable bytes is required",
 				    POOL_NAME_MAX - 1);
 		return;
 	}
 	const char *tag = c->tag && c->tag[0] ? c->tag : "default";
-	if (strlen(tag) >= POOL_TAG_MAX) {
-		session_reply_error(s, id, EINVAL, "tag longer than %d bytes",
-				    POOL_TAG_MAX - 1);
+	if (!name_ok(tag, POOL_TAG_MAX)) {
+		session_reply_error(s, id, EINVAL,
+				    "a tag is at most %d printable bytes", POOL_TAG_MAX - 1);
 		return;
 	}
 	if (c->device >= srv->backend->n_devices) {

@@ -159,7 +159,8 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 	ASSERT_EQ(rep.failed, 1);
 	char want[32];
 	snprintf(want, sizeof(want), "%d", (int)pid);
-	ASSERT(strstr(vram_last_error(), want) != NULL);
+	if (!strstr(vram_last_error(), want))
+		TEST_FAIL("pid %s not in \"%s\"", want, vram_last_error());
 	ASSERT_EQ(integ_info(ctl, "w").state, VRAM_STATE_PAUSING);
 	/* Nothing released while a mapper may still use the memory. */
 	ASSERT_UEQ(integ_stats(ctl).used_bytes, 64 * MiB);

@@ -290,3 +290,46 @@ TEST(random_frames_never_kill_the_daemon)
 	wait_fds(base);
 	ASSERT_EQ(harness_daemon_stop(&d), 0);
 }
+
+/* Names with control characters would forge log lines: refused. */
+TEST(control_characters_in_names_are_refused)
+{
+	start(NULL);
+	struct wire_rx rx;
+	wire_rx_init(&rx);
+	int fd = raw_connect();
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__Hello h = VRAM__HELLO__INIT;
+	h.version = WIRE_PROTOCOL_VERSION;
+	h.name = "evil\nvramd: error: forged";
+	req.id = 1;
+	req.body_case = VRAM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	send_request(fd, &req);
+	Vram__ServerMsg *m = recv_msg(fd, &rx);
+	ASSERT(m && m->response->err == EINVAL);
+	vram__server_msg__free_unpacked(m, NULL);
+	ASSERT_EQ(hello(fd, &rx, WIRE_PROTOCOL_VERSION), 0);
+
+	Vram__PoolCreate pc = VRAM__POOL_CREATE__INIT;
+	pc.name = "pool\x1b[31m";
+	pc.tag = "t";
+	req.id = 2;
+	req.body_case = VRAM__REQUEST__BODY_POOL_CREATE;
+	req.pool_create = &pc;
+	send_request(fd, &req);
+	m = recv_msg(fd, &rx);
+	ASSERT(m && m->response->err == EINVAL);
+	vram__server_msg__free_unpacked(m, NULL);
+	pc.name = "fine";
+	pc.tag = "tab\there";
+	req.id = 3;
+	send_request(fd, &req);
+	m = recv_msg(fd, &rx);
+	ASSERT(m && m->response->err == EINVAL);
+	vram__server_msg__free_unpacked(m, NULL);
+	ASSERT(strstr(harness_daemon_log(&d), "forged") == NULL);
+	wire_rx_free(&rx);
+	close(fd);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
+}
