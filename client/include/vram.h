@@ -15,6 +15,10 @@
  * - Nothing is printed unless a log handler is installed.
  * - No thread is started unless vram_client_start_thread() is called.
  * - Thread safety: a client and its pools may be used from several threads.
+ * - fork(): a child cannot use the clients and pools it inherits (they are
+ *   the parent's session): calls on them return -EPIPE, closing them is a
+ *   no-op, and the child holds neither the connection nor pool memory.
+ *   Connect again in the child.
  */
 #ifndef VRAM_H
 #define VRAM_H
@@ -153,7 +157,9 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 /* Maps an existing pool (another process's, or a persistent pool of ours
  * that lost its owner: then this client becomes the owner). flags:
  * VRAM_OPEN_READONLY. Other processes' pools can be read and written at
- * vram_pool_base() but not sub-allocated. -ENOENT no such pool, -EPERM. */
+ * vram_pool_base() but not sub-allocated. -ENOENT no such pool, -EPERM,
+ * -EALREADY if this client has it open already, -EBUSY while it pauses or
+ * resumes. */
 int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 		   vram_pool **out);
 
@@ -165,6 +171,9 @@ void vram_pool_close(vram_pool *p);
 /* Drops a pool by name (owner, same uid, or root): every mapper loses it
  * and its memory and backup are freed. */
 int vram_pool_drop(vram_client *c, const char *name);
+
+/* Accessors. On a closed or unknown handle they return 0 (NULL for the
+ * name, VRAM_STATE_PAUSED for the state). */
 
 /* Base address of the pool's virtual range (device pointer on GPUs); stays
  * the same across pause and resume. */
