@@ -57,6 +57,9 @@ static int role_owner(const char *name, int in, int out)
 		 tail[MiB - 1] == 0x5eed0001;
 	role_send(out, ok ? "ok" : "bad");
 	wait_line(in, "exit");
+	free(want);
+	CU_OK(G.cu.cuMemFreeHost(tail));
+	CU_OK(G.cu.cuMemFreeHost(buf));
 	vram_pool_close(p);
 	vram_client_close(c);
 	return 0;
@@ -117,6 +120,8 @@ static int role_reader(const char *name, int in, int out)
 	void *want = malloc(64 * MiB);
 	gpu_fill(want, 64 * MiB, 21);
 	role_send(out, memcmp(buf, want, 64 * MiB) == 0 ? "read-ok" : "read-bad");
+	free(want);
+	CU_OK(G.cu.cuMemFreeHost(buf));
 	/* A write through a read-only mapping should fault (and poison this
 	 * context, which is why it is the last thing done here). */
 	CUresult w = G.cu.cuMemsetD32(vram_pool_base(p), 0, 1);
@@ -223,6 +228,8 @@ TEST(host_backup_bit_for_bit)
 			if (back[i] != 0xb0000000 + cycle)
 				TEST_FAIL("cycle %u: word %zu is %#x", cycle, i, back[i]);
 	}
+	CU_OK(G.cu.cuMemFreeHost(buf));
+	CU_OK(G.cu.cuMemFreeHost(back));
 	vram_pool_close(p);
 	vram_client_close(c);
 	gpu_daemon_stop();
@@ -400,6 +407,8 @@ TEST(oom_on_resume_keeps_backup)
 	CU_OK(G.cu.cuMemcpyDtoH(back, vram_pool_base(p) + size - n, n));
 	ASSERT_EQ(memcmp(back, buf, n), 0);
 	role_finish(&hog, "exit");
+	CU_OK(G.cu.cuMemFreeHost(buf));
+	CU_OK(G.cu.cuMemFreeHost(back));
 	vram_pool_close(p);
 	vram_client_close(c);
 	gpu_daemon_stop();
@@ -468,6 +477,7 @@ TEST(readonly_mapper_shares_weights)
 		ASSERT_EQ(memcmp(back, buf, n), 0);
 		free(back);
 	}
+	CU_OK(G.cu.cuMemFreeHost(buf));
 	vram_pool_close(p);
 	vram_client_close(c);
 	gpu_daemon_stop();
