@@ -62,7 +62,9 @@ typedef void (*vram_log_fn)(enum vram_log_level level, const char *msg,
 
 /* Installs a process-wide log handler for messages up to max_level. NULL
  * removes it (the default: libvram prints nothing). The message string is
- * only valid during the call. */
+ * only valid during the call. The handler may run on any thread that is in
+ * a libvram call, or on the event thread, with libvram's locks held: it
+ * must not call libvram functions (vram_last_error() aside). */
 void vram_set_log_handler(vram_log_fn fn, enum vram_log_level max_level,
 			  void *userdata);
 
