@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,10 @@ int server_run(struct server *srv)
 	uv_close((uv_handle_t *)&srv->reaper, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
+	/* libuv gave the signals back their default action; a second SIGTERM
+	 * during the shutdown must not kill what is already ending cleanly. */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
 	uv_close((uv_handle_t *)&srv->watchdog, NULL);
 	uv_close((uv_handle_t *)&srv->status_timer, NULL);
 	/* Runs the close callbacks (sessions, transitions' timers). */
