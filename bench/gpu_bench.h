@@ -73,8 +73,8 @@ static inline void bench_gpu_init(void)
 		fprintf(stderr, "no CUDA driver here (%s): skipped\n", why);
 		exit(BENCH_SKIP);
 	}
-	if (B.cuInit(0) != CUDA_SUCCESS || B.cuDeviceGetCount(&n) != CUDA_SUCCESS ||
-	    n == 0) {
+	if (B.cuInit(0) != CUDA_SUCCESS ||
+	    B.cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0) {
 		fprintf(stderr, "no CUDA device here: skipped\n");
 		exit(BENCH_SKIP);
 	}
@@ -96,9 +96,14 @@ static inline uint64_t bench_parse_size(const char *s)
 	char *end;
 	double v = strtod(s, &end);
 	switch (*end) {
-	case 'M': case 'm': return (uint64_t)(v * MiB);
-	case 'K': case 'k': return (uint64_t)(v * 1024);
-	default: return (uint64_t)(v * GiB);
+	case 'M':
+	case 'm':
+		return (uint64_t)(v * MiB);
+	case 'K':
+	case 'k':
+		return (uint64_t)(v * 1024);
+	default:
+		return (uint64_t)(v * GiB);
 	}
 }
 
@@ -112,7 +117,8 @@ static inline const char *bench_size_str(uint64_t size)
 		snprintf(buf[k], sizeof(buf[k]), "%llu MiB",
 			 (unsigned long long)(size / MiB));
 	else
-		snprintf(buf[k], sizeof(buf[k]), "%.4g GiB", (double)size / GiB);
+		snprintf(buf[k], sizeof(buf[k]), "%.4g GiB",
+			 (double)size / GiB);
 	return buf[k];
 }
 
@@ -122,7 +128,8 @@ static inline int bench_parse_sizes(const char *s, uint64_t *out)
 	char buf[256];
 	int n = 0;
 	snprintf(buf, sizeof(buf), "%s", s);
-	for (char *t = strtok(buf, ","); t && n < BENCH_MAX_SIZES; t = strtok(NULL, ","))
+	for (char *t = strtok(buf, ","); t && n < BENCH_MAX_SIZES;
+	     t = strtok(NULL, ","))
 		out[n++] = bench_parse_size(t);
 	return n;
 }
@@ -136,16 +143,19 @@ static inline void bench_csv_open(const char *path)
 	if (!bench_csv)
 		bench_die("cannot write %s: %s", path, strerror(errno));
 	if (fresh)
-		fprintf(bench_csv, "bench,policy,layout,size_bytes,chunks,metric,cycle,value\n");
+		fprintf(bench_csv,
+			"bench,policy,layout,size_bytes,chunks,metric,cycle,value\n");
 }
 
 static inline void bench_record(const char *bench, const char *policy,
-				const char *layout, uint64_t size, unsigned chunks,
-				const char *metric, int cycle, double value)
+				const char *layout, uint64_t size,
+				unsigned chunks, const char *metric, int cycle,
+				double value)
 {
 	if (bench_csv) {
-		fprintf(bench_csv, "%s,%s,%s,%llu,%u,%s,%d,%.4f\n", bench, policy,
-			layout, (unsigned long long)size, chunks, metric, cycle, value);
+		fprintf(bench_csv, "%s,%s,%s,%llu,%u,%s,%d,%.4f\n", bench,
+			policy, layout, (unsigned long long)size, chunks,
+			metric, cycle, value);
 		fflush(bench_csv);
 	}
 }
@@ -180,10 +190,10 @@ static inline void *bench_backup_map(uint64_t size)
 {
 	int fd = memfd_create("bench-backup", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
-		bench_die("backup memfd of %llu bytes: %s", (unsigned long long)size,
-			  strerror(errno));
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-		       fd, 0);
+		bench_die("backup memfd of %llu bytes: %s",
+			  (unsigned long long)size, strerror(errno));
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, fd, 0);
 	close(fd);
 	if (p == MAP_FAILED)
 		bench_die("mapping the backup: %s", strerror(errno));
@@ -271,7 +281,8 @@ static inline unsigned bench_layout(const char *layout, uint64_t size,
 				step = size - at;
 		}
 		for (uint64_t done = 0; done < step && n < max;) {
-			uint64_t c = step - done < chunk_max ? step - done : chunk_max;
+			uint64_t c = step - done < chunk_max ? step - done :
+							       chunk_max;
 			chunks[n++] = c;
 			done += c;
 		}

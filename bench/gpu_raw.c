@@ -36,9 +36,9 @@ struct raw_pool {
 	unsigned n;
 	uint64_t chunk[MAX_CHUNKS];
 	CUdeviceptr base;
-	int fd[MAX_CHUNKS];			   /* the daemon's reference */
+	int fd[MAX_CHUNKS]; /* the daemon's reference */
 	CUmemGenericAllocationHandle imp[MAX_CHUNKS]; /* the client's import */
-	void *backup;				   /* host policy: registered memfd */
+	void *backup; /* host policy: registered memfd */
 };
 
 /* Step times of the last setup/pause/resume, in ms. */
@@ -67,7 +67,8 @@ static void raw_create(struct raw_pool *p, struct steps *s)
 		CU_CHECK(B.cuMemCreate(&h, p->chunk[i], &prop, 0));
 		double t1 = bench_now_ms();
 		CU_CHECK(B.cuMemExportToShareableHandle(
-			&p->fd[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+			&p->fd[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+			0));
 		CU_CHECK(B.cuMemRelease(h));
 		s->create += t1 - t0;
 		s->export_ += bench_now_ms() - t1;
@@ -88,7 +89,8 @@ static void raw_map(struct raw_pool *p, struct steps *s)
 			&p->imp[i], (void *)(uintptr_t)p->fd[i],
 			CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
 		double t1 = bench_now_ms();
-		CU_CHECK(B.cuMemMap(p->base + off, p->chunk[i], 0, p->imp[i], 0));
+		CU_CHECK(B.cuMemMap(p->base + off, p->chunk[i], 0, p->imp[i],
+				    0));
 		double t2 = bench_now_ms();
 		CU_CHECK(B.cuMemSetAccess(p->base + off, p->chunk[i], &a, 1));
 		s->import += t1 - t0;
@@ -103,12 +105,15 @@ static void raw_copy(struct raw_pool *p, int to_host)
 {
 	unsigned next = 0;
 	for (uint64_t off = 0; off < p->size; off += copy_piece) {
-		uint64_t len = p->size - off < copy_piece ? p->size - off : copy_piece;
+		uint64_t len =
+			p->size - off < copy_piece ? p->size - off : copy_piece;
 		char *h = (char *)p->backup + off;
 		if (to_host)
-			CU_CHECK(B.cuMemcpyDtoHAsync(h, p->base + off, len, streams[next]));
+			CU_CHECK(B.cuMemcpyDtoHAsync(h, p->base + off, len,
+						     streams[next]));
 		else
-			CU_CHECK(B.cuMemcpyHtoDAsync(p->base + off, h, len, streams[next]));
+			CU_CHECK(B.cuMemcpyHtoDAsync(p->base + off, h, len,
+						     streams[next]));
 		next = (next + 1) % n_streams;
 	}
 	for (unsigned i = 0; i < n_streams; i++)
@@ -179,8 +184,11 @@ static double raw_pause(struct raw_pool *p, unsigned nthreads, struct steps *s)
 	double t4 = bench_now_ms();
 	close_fds(p->fd, p->n, nthreads);
 	double t5 = bench_now_ms();
-	*s = (struct steps){ .sync = t1 - t0, .copy = t2 - t1, .unmap = t3 - t2,
-			     .release = t4 - t3, .close = t5 - t4 };
+	*s = (struct steps){ .sync = t1 - t0,
+			     .copy = t2 - t1,
+			     .unmap = t3 - t2,
+			     .release = t4 - t3,
+			     .close = t5 - t4 };
 	return t5 - t0;
 }
 
@@ -199,17 +207,19 @@ static double raw_resume(struct raw_pool *p, struct steps *s)
 
 /* ---- one pool ----------------------------------------------------------- */
 
-static void record(const struct raw_pool *p, const char *metric, int cycle, double v)
+static void record(const struct raw_pool *p, const char *metric, int cycle,
+		   double v)
 {
-	bench_record("raw", p->policy, p->layout, p->size, p->n, metric, cycle, v);
+	bench_record("raw", p->policy, p->layout, p->size, p->n, metric, cycle,
+		     v);
 }
 
 static void print_steps(const char *what, const struct steps *s)
 {
 	printf("      %-7s sync %.2f copy %.2f unmap %.2f release %.2f close %.2f | "
 	       "create %.2f export %.2f import %.2f map %.2f access %.2f ms\n",
-	       what, s->sync, s->copy, s->unmap, s->release, s->close, s->create,
-	       s->export_, s->import, s->map, s->access);
+	       what, s->sync, s->copy, s->unmap, s->release, s->close,
+	       s->create, s->export_, s->import, s->map, s->access);
 }
 
 /* kind: "chunked" or "geometric" (see bench_layout); label: the CSV's
@@ -241,7 +251,8 @@ static void bench_pool(const char *policy, const char *kind, const char *label,
 		double t0 = bench_now_ms();
 		p->backup = bench_backup_map(size);
 		double t1 = bench_now_ms();
-		CU_CHECK(B.cuMemHostRegister(p->backup, size, CU_MEMHOSTREGISTER_PORTABLE));
+		CU_CHECK(B.cuMemHostRegister(p->backup, size,
+					     CU_MEMHOSTREGISTER_PORTABLE));
 		record(p, "backup_touch_ms", 0, t1 - t0);
 		record(p, "backup_register_ms", 0, bench_now_ms() - t1);
 	}
@@ -282,8 +293,8 @@ static void bench_pool(const char *policy, const char *kind, const char *label,
 	}
 	printf("      pause p50 %.2f ms (1 thread) %.2f ms (%u threads), resume p50 "
 	       "%.2f ms",
-	       bench_median(pause1, cycles), bench_median(pausen, cycles), threads,
-	       bench_median(resume, 2 * cycles));
+	       bench_median(pause1, cycles), bench_median(pausen, cycles),
+	       threads, bench_median(resume, 2 * cycles));
 	if (gap)
 		printf(", after a gap %.2f ms", gap_ms);
 	printf("\n");
@@ -304,8 +315,9 @@ static void bench_pool(const char *policy, const char *kind, const char *label,
 		record(p, "pinned_h2d_gbps", 0, bench_gbps(size, t2 - t1));
 		printf("      backup copies d2h p50 %.1f GB/s (first %.1f), h2d p50 %.1f "
 		       "GB/s (first %.1f); plain pinned copy d2h %.1f h2d %.1f GB/s\n",
-		       bench_median(d2h, cycles), d2h[0], bench_median(h2d, cycles),
-		       h2d[0], bench_gbps(size, t1 - t0), bench_gbps(size, t2 - t1));
+		       bench_median(d2h, cycles), d2h[0],
+		       bench_median(h2d, cycles), h2d[0],
+		       bench_gbps(size, t1 - t0), bench_gbps(size, t2 - t1));
 	}
 
 	/* Tear down. */
@@ -325,20 +337,23 @@ static void bench_pool(const char *policy, const char *kind, const char *label,
  * device memory: what libvram's defaults should be. */
 static void copy_sweep(uint64_t size)
 {
-	static const uint64_t pieces[] = { 16 * MiB, 64 * MiB, 256 * MiB, GiB, 0 };
+	static const uint64_t pieces[] = { 16 * MiB, 64 * MiB, 256 * MiB, GiB,
+					   0 };
 	static const unsigned counts[] = { 1, 2, 4, 8 };
 	struct raw_pool p = { .policy = "copy", .size = size };
 	char layout[64];
 
 	CU_CHECK(B.cuMemAlloc(&p.base, size));
 	p.backup = bench_backup_map(size);
-	CU_CHECK(B.cuMemHostRegister(p.backup, size, CU_MEMHOSTREGISTER_PORTABLE));
+	CU_CHECK(B.cuMemHostRegister(p.backup, size,
+				     CU_MEMHOSTREGISTER_PORTABLE));
 	uint64_t saved_piece = copy_piece;
 	unsigned saved_streams = n_streams;
 	printf("copy sweep, %s between registered memfd memory and the device:\n",
 	       bench_size_str(size));
 	for (size_t i = 0; i < sizeof(pieces) / sizeof(pieces[0]); i++) {
-		for (size_t j = 0; j < sizeof(counts) / sizeof(counts[0]); j++) {
+		for (size_t j = 0; j < sizeof(counts) / sizeof(counts[0]);
+		     j++) {
 			copy_piece = pieces[i] ? pieces[i] : size;
 			n_streams = counts[j];
 			if (!pieces[i] && counts[j] > 1)
@@ -348,14 +363,19 @@ static void copy_sweep(uint64_t size)
 			double t1 = bench_now_ms();
 			raw_copy(&p, 0);
 			double t2 = bench_now_ms();
-			snprintf(layout, sizeof(layout), "piece=%lluM;streams=%u",
-				 (unsigned long long)(copy_piece / MiB), n_streams);
+			snprintf(layout, sizeof(layout),
+				 "piece=%lluM;streams=%u",
+				 (unsigned long long)(copy_piece / MiB),
+				 n_streams);
 			p.layout = layout;
-			record(&p, "copy_d2h_gbps", 0, bench_gbps(size, t1 - t0));
-			record(&p, "copy_h2d_gbps", 0, bench_gbps(size, t2 - t1));
+			record(&p, "copy_d2h_gbps", 0,
+			       bench_gbps(size, t1 - t0));
+			record(&p, "copy_h2d_gbps", 0,
+			       bench_gbps(size, t2 - t1));
 			printf("  piece %6llu MiB, %u stream(s): d2h %.1f GB/s, h2d %.1f GB/s\n",
-			       (unsigned long long)(copy_piece / MiB), n_streams,
-			       bench_gbps(size, t1 - t0), bench_gbps(size, t2 - t1));
+			       (unsigned long long)(copy_piece / MiB),
+			       n_streams, bench_gbps(size, t1 - t0),
+			       bench_gbps(size, t2 - t1));
 		}
 	}
 	copy_piece = saved_piece;
@@ -400,7 +420,9 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (!v)
-			bench_die("%s needs a value (see the top of bench/gpu_raw.c)", a);
+			bench_die(
+				"%s needs a value (see the top of bench/gpu_raw.c)",
+				a);
 		i++;
 		if (strcmp(a, "--sizes") == 0)
 			n_sizes = bench_parse_sizes(v, sizes);
@@ -421,7 +443,9 @@ int main(int argc, char **argv)
 		else if (strcmp(a, "--csv") == 0)
 			csv = v;
 		else
-			bench_die("unknown option %s (see the top of bench/gpu_raw.c)", a);
+			bench_die(
+				"unknown option %s (see the top of bench/gpu_raw.c)",
+				a);
 	}
 	bench_gpu_init();
 	bench_csv_open(csv);
@@ -440,11 +464,14 @@ int main(int argc, char **argv)
 	B.cuDeviceGetName(name, sizeof(name), bench_dev);
 	printf("raw VMM floor on %s (driver API %d.%d), %.1f GiB free; copies in "
 	       "%llu MiB pieces over %u streams\n",
-	       name, version / 1000, version % 1000 / 10, (double)bench_free() / GiB,
+	       name, version / 1000, version % 1000 / 10,
+	       (double)bench_free() / GiB,
 	       (unsigned long long)(copy_piece / MiB), n_streams);
 
 	if (sweep)
-		copy_sweep(8 * GiB < bench_free() / 2 ? 8 * GiB : bench_free() / 4 / GiB * GiB);
+		copy_sweep(8 * GiB < bench_free() / 2 ?
+				   8 * GiB :
+				   bench_free() / 4 / GiB * GiB);
 	for (int pi = 0; pi < 2; pi++) {
 		const char *policy = pi == 0 ? "discard" : "host";
 		if (!has(policies, policy))
@@ -453,30 +480,35 @@ int main(int argc, char **argv)
 			uint64_t size = sizes[i];
 			/* Room for the pool, the hog's context and ours. */
 			if (size + 3 * GiB > bench_free()) {
-				printf("%-7s %s: skipped (%.1f GiB free)\n", policy,
-				       bench_size_str(size), (double)bench_free() / GiB);
+				printf("%-7s %s: skipped (%.1f GiB free)\n",
+				       policy, bench_size_str(size),
+				       (double)bench_free() / GiB);
 				continue;
 			}
-			if (pi == 1 && (size > host_max || 3 * size > bench_mem_available())) {
+			if (pi == 1 && (size > host_max ||
+					3 * size > bench_mem_available())) {
 				printf("host    %s: skipped (host memory; --host-max)\n",
 				       bench_size_str(size));
 				continue;
 			}
-			bench_pool(policy, layout, layout, size, chunk_max, cycles,
-				   threads, gap);
+			bench_pool(policy, layout, layout, size, chunk_max,
+				   cycles, threads, gap);
 		}
 	}
 	if (chunk_sweep && chunk_sweep + 3 * GiB <= bench_free()) {
-		static const uint64_t cm[] = { 256 * MiB, GiB, 4 * GiB, 16 * GiB, 64 * GiB };
-		printf("chunk sweep, %s discard pool:\n", bench_size_str(chunk_sweep));
+		static const uint64_t cm[] = { 256 * MiB, GiB, 4 * GiB,
+					       16 * GiB, 64 * GiB };
+		printf("chunk sweep, %s discard pool:\n",
+		       bench_size_str(chunk_sweep));
 		for (size_t i = 0; i < sizeof(cm) / sizeof(cm[0]); i++) {
 			char lay[32];
-			if (cm[i] > chunk_sweep || chunk_sweep / cm[i] > MAX_CHUNKS)
+			if (cm[i] > chunk_sweep ||
+			    chunk_sweep / cm[i] > MAX_CHUNKS)
 				continue;
 			snprintf(lay, sizeof(lay), "chunk=%lluM",
 				 (unsigned long long)(cm[i] / MiB));
-			bench_pool("discard", "chunked", lay, chunk_sweep, cm[i], 2,
-				   threads, 0);
+			bench_pool("discard", "chunked", lay, chunk_sweep,
+				   cm[i], 2, threads, 0);
 		}
 	}
 	if (bench_csv)

@@ -45,12 +45,12 @@ static unsigned pool_chunks(const char *name)
 	return chunks;
 }
 
-#define VRAM_CHECK(call)                                                       \
-	do {                                                                   \
-		int r_ = (call);                                               \
-		if (r_ < 0)                                                    \
-			bench_die("%s: %s (%s)", #call, strerror(-r_),         \
-				  vram_last_error());                          \
+#define VRAM_CHECK(call)                                               \
+	do {                                                           \
+		int r_ = (call);                                       \
+		if (r_ < 0)                                            \
+			bench_die("%s: %s (%s)", #call, strerror(-r_), \
+				  vram_last_error());                  \
 	} while (0)
 
 /* The first and last words of the pool hold what the fill wrote. */
@@ -58,7 +58,8 @@ static int content_ok(uintptr_t base, uint64_t size, uint32_t pattern)
 {
 	uint32_t head[1024], tail[1024];
 	CU_CHECK(B.cuMemcpyDtoH(head, base, sizeof(head)));
-	CU_CHECK(B.cuMemcpyDtoH(tail, base + size - sizeof(tail), sizeof(tail)));
+	CU_CHECK(
+		B.cuMemcpyDtoH(tail, base + size - sizeof(tail), sizeof(tail)));
 	for (int i = 0; i < 1024; i++)
 		if (head[i] != pattern || tail[i] != pattern)
 			return 0;
@@ -97,29 +98,36 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 	unsigned chunks = pool_chunks(name);
 	uintptr_t base = vram_pool_base(p);
 	uint64_t mapped = vram_pool_size(p);
-	record(policy, layout, size, chunks, allocs ? "alloc_ms" : "grow_ms", 0, grow_ms);
+	record(policy, layout, size, chunks, allocs ? "alloc_ms" : "grow_ms", 0,
+	       grow_ms);
 	CU_CHECK(B.cuMemsetD32(base, 0x600d600d, mapped / 4));
 	CU_CHECK(B.cuCtxSynchronize());
 	printf("%-7s %-9s %8s %4u chunks  %s %.1f ms\n", policy, layout,
-	       bench_size_str(size), chunks, allocs ? "allocations" : "grow", grow_ms);
+	       bench_size_str(size), chunks, allocs ? "allocations" : "grow",
+	       grow_ms);
 
 	int bad = 0;
 	for (int c = 1; c <= cycles; c++) {
 		t0 = bench_now_ms();
 		VRAM_CHECK(vram_pool_pause(p, &rep));
 		pause[c - 1] = bench_now_ms() - t0;
-		record(policy, layout, size, chunks, "pause_ms", c, pause[c - 1]);
+		record(policy, layout, size, chunks, "pause_ms", c,
+		       pause[c - 1]);
 		record(policy, layout, size, chunks, "released_gib", c,
 		       (double)rep.bytes / GiB);
 		record(policy, layout, size, chunks, "free_delta_gib", c,
-		       ((double)rep.free_after - (double)rep.free_before) / GiB);
+		       ((double)rep.free_after - (double)rep.free_before) /
+			       GiB);
 		printf("      cycle %d: pause %.2f ms, released %.3f GiB, device free "
-		       "%+.3f GiB;", c, pause[c - 1], (double)rep.bytes / GiB,
-		       ((double)rep.free_after - (double)rep.free_before) / GiB);
+		       "%+.3f GiB;",
+		       c, pause[c - 1], (double)rep.bytes / GiB,
+		       ((double)rep.free_after - (double)rep.free_before) /
+			       GiB);
 		t0 = bench_now_ms();
 		VRAM_CHECK(vram_pool_resume(p, &rep));
 		resume[c - 1] = bench_now_ms() - t0;
-		record(policy, layout, size, chunks, "resume_ms", c, resume[c - 1]);
+		record(policy, layout, size, chunks, "resume_ms", c,
+		       resume[c - 1]);
 		printf(" resume %.2f ms", resume[c - 1]);
 		if (host) {
 			record(policy, layout, size, chunks, "backup_gbps", c,
@@ -142,8 +150,8 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 	if (host)
 		bad |= !content_ok(base, mapped, 0x600d600d);
 	printf("      pause p50 %.2f ms, resume p50 %.2f ms, after a gap %.2f ms%s\n",
-	       bench_median(pause, cycles), bench_median(resume, cycles), gap_ms,
-	       bad ? "  CONTENT WRONG AFTER RESUME" : "");
+	       bench_median(pause, cycles), bench_median(resume, cycles),
+	       gap_ms, bad ? "  CONTENT WRONG AFTER RESUME" : "");
 	if (bad)
 		record(policy, layout, size, chunks, "content_errors", 0, 1);
 
@@ -162,7 +170,8 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 		record(policy, layout, size, chunks, "pinned_h2d_gbps", 0,
 		       bench_gbps(mapped, t2 - t1));
 		printf("      plain pinned copy of the same size: d2h %.1f GB/s, h2d "
-		       "%.1f GB/s\n", bench_gbps(mapped, t1 - t0),
+		       "%.1f GB/s\n",
+		       bench_gbps(mapped, t1 - t0),
 		       bench_gbps(mapped, t2 - t1));
 	}
 	vram_pool_close(p);
@@ -197,10 +206,14 @@ int main(int argc, char **argv)
 			continue;
 		}
 		if (!v)
-			bench_die("%s needs a value (see the top of bench/gpu_vramd.c)", a);
+			bench_die(
+				"%s needs a value (see the top of bench/gpu_vramd.c)",
+				a);
 		i++;
 		if (strcmp(a, "--sizes") == 0)
-			n_sizes = strcmp(v, "none") == 0 ? 0 : bench_parse_sizes(v, sizes);
+			n_sizes = strcmp(v, "none") == 0 ?
+					  0 :
+					  bench_parse_sizes(v, sizes);
 		else if (strcmp(a, "--policies") == 0)
 			policies = v;
 		else if (strcmp(a, "--host-max") == 0)
@@ -214,27 +227,35 @@ int main(int argc, char **argv)
 		else if (strcmp(a, "--csv") == 0)
 			csv = v;
 		else
-			bench_die("unknown option %s (see the top of bench/gpu_vramd.c)", a);
+			bench_die(
+				"unknown option %s (see the top of bench/gpu_vramd.c)",
+				a);
 	}
 	bench_gpu_init();
 	bench_csv_open(csv);
 
-	const char *const extra[] = { "--backend", "cuda", "--chunk-max", chunk_max,
-				      "--log-level", "info", "--ack-timeout-ms",
-				      "60000", NULL };
+	const char *const extra[] = {
+		"--backend",	    "cuda",	   "--chunk-max",
+		chunk_max,	    "--log-level", "info",
+		"--ack-timeout-ms", "60000",	   NULL
+	};
 	int r = harness_daemon_start(&d, extra);
 	if (r < 0)
-		bench_die("cannot start vramd --backend cuda: %s", strerror(-r));
+		bench_die("cannot start vramd --backend cuda: %s",
+			  strerror(-r));
 	r = vram_connect(NULL, "gpu_vramd", 0, &client);
 	if (r < 0)
-		bench_die("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+		bench_die("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
 	if (strcmp(vram_client_backend(client), "cuda") != 0)
-		bench_die("vramd runs the %s backend, not cuda", vram_client_backend(client));
+		bench_die("vramd runs the %s backend, not cuda",
+			  vram_client_backend(client));
 	char name[128] = "?";
 	B.cuDeviceGetName(name, sizeof(name), bench_dev);
 	const char *rt = getenv("VRAM_CUDA_RELEASE_THREADS");
 	printf("vramd on %s: chunk_max %s, release threads %s, %.1f GiB free\n",
-	       name, chunk_max, rt ? rt : "default", (double)bench_free() / GiB);
+	       name, chunk_max, rt ? rt : "default",
+	       (double)bench_free() / GiB);
 
 	for (int pi = 0; pi < 2; pi++) {
 		const char *policy = pi == 0 ? "discard" : "host";
@@ -243,11 +264,13 @@ int main(int argc, char **argv)
 		for (int i = 0; i < n_sizes; i++) {
 			uint64_t size = sizes[i];
 			if (size + 3 * GiB > bench_free()) {
-				printf("%-7s %s: skipped (%.1f GiB free)\n", policy,
-				       bench_size_str(size), (double)bench_free() / GiB);
+				printf("%-7s %s: skipped (%.1f GiB free)\n",
+				       policy, bench_size_str(size),
+				       (double)bench_free() / GiB);
 				continue;
 			}
-			if (pi == 1 && (size > host_max || 3 * size > bench_mem_available())) {
+			if (pi == 1 && (size > host_max ||
+					3 * size > bench_mem_available())) {
 				printf("host    %s: skipped (host memory; --host-max)\n",
 				       bench_size_str(size));
 				continue;
@@ -257,7 +280,8 @@ int main(int argc, char **argv)
 	}
 	if (allocs) {
 		if (has(policies, "discard") && 19 * GiB < bench_free())
-			bench_pool("discard", "1024x16M", 16 * GiB, 1024, cycles);
+			bench_pool("discard", "1024x16M", 16 * GiB, 1024,
+				   cycles);
 		if (has(policies, "host") && 19 * GiB < bench_free() &&
 		    16 * GiB <= host_max && 48 * GiB < bench_mem_available())
 			bench_pool("host", "256x64M", 16 * GiB, 256, cycles);
@@ -267,7 +291,8 @@ int main(int argc, char **argv)
 	if (bench_csv)
 		fclose(bench_csv);
 	if (r != 0) {
-		fprintf(stderr, "vramd exited with %d\n%s", r, harness_daemon_log(&d));
+		fprintf(stderr, "vramd exited with %d\n%s", r,
+			harness_daemon_log(&d));
 		return 1;
 	}
 	return 0;

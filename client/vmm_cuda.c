@@ -54,11 +54,12 @@ struct vmm_cuda {
 	struct vmm base;
 	struct cuda_driver cu;
 	pthread_mutex_t lock; /* inited, devs' setup, regs */
-	int inited;           /* 1: cuInit done; < 0: it failed with that errno */
+	int inited; /* 1: cuInit done; < 0: it failed with that errno */
 	int n_devices;
 	struct cuda_dev devs[VMM_CUDA_MAX_DEVICES];
 	struct host_reg *regs;
 	size_t n_regs, cap_regs;
+	int warned_readonly; /* the read-only fallback was logged */
 	unsigned copy_streams;
 	uint64_t copy_piece;
 };
@@ -110,9 +111,11 @@ static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
 		vc->inited = 1;
 	}
 	if (vc->inited < 0)
-		return error_set(vc->inited, "cuda: the driver failed to start");
+		return error_set(vc->inited,
+				 "cuda: the driver failed to start");
 	if (dev >= VMM_CUDA_MAX_DEVICES || (int)dev >= vc->n_devices)
-		return error_set(ENODEV, "cuda: no device %u in this process "
+		return error_set(ENODEV,
+				 "cuda: no device %u in this process "
 				 "(%d visible): it must see the daemon's "
 				 "devices (check CUDA_VISIBLE_DEVICES)",
 				 dev, vc->n_devices);
@@ -140,9 +143,8 @@ static int vc_enter(struct vmm_cuda *vc, unsigned dev)
 	if (r < 0)
 		return r;
 	CUresult cr = vc->cu.cuCtxPushCurrent(vc->devs[dev].ctx);
-	if (cr != CUDA_SUCCESS) {
+	if (cr != CUDA_SUCCESS)
 		return vc_err(vc, "cuCtxPushCurrent", cr);
-	}
 	return 0;
 }
 
@@ -183,9 +185,8 @@ static int cuda_reserve(struct vmm *v, unsigned dev, uint64_t size,
 		return r;
 	cr = vc->cu.cuMemAddressReserve(&p, size, align, 0, 0);
 	vc_leave(vc);
-	if (cr != CUDA_SUCCESS) {
+	if (cr != CUDA_SUCCESS)
 		return vc_err(vc, "cuMemAddressReserve", cr);
-	}
 	*addr = (uintptr_t)p;
 	return 0;
 }
@@ -200,9 +201,8 @@ static int cuda_unreserve(struct vmm *v, uintptr_t addr, uint64_t size)
 		return r;
 	cr = vc->cu.cuMemAddressFree((CUdeviceptr)addr, size);
 	vc_leave(vc);
-	if (cr != CUDA_SUCCESS) {
+	if (cr != CUDA_SUCCESS)
 		return vc_err(vc, "cuMemAddressFree", cr);
-	}
 	return 0;
 }
 
@@ -220,7 +220,8 @@ static int cuda_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 		return r;
 	/* A POSIX fd handle is passed by value, cast to a pointer. */
 	cr = cu->cuMemImportFromShareableHandle(
-		&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+		&h, (void *)(uintptr_t)fd,
+		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	if (cr != CUDA_SUCCESS) {
 		r = vc_err(vc, "cuMemImportFromShareableHandle", cr);
 		goto out;
@@ -233,16 +234,21 @@ static int cuda_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 	memset(&access, 0, sizeof(access));
 	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	access.location.id = vc->devs[dev].dev;
-	access.flags = readonly ? CU_MEM_ACCESS_FLAGS_PROT_READ
-				: CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	access.flags = readonly ? CU_MEM_ACCESS_FLAGS_PROT_READ :
+				  CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	cr = cu->cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
 	if (cr != CUDA_SUCCESS && readonly &&
-	    (cr == CUDA_ERROR_INVALID_VALUE || cr == CUDA_ERROR_NOT_SUPPORTED)) {
+	    (cr == CUDA_ERROR_INVALID_VALUE ||
+	     cr == CUDA_ERROR_NOT_SUPPORTED)) {
 		/* Some drivers grant device memory only read-write. The mapping
 		 * is still shared; read-only is then a promise, not a fault. */
-		log_write(VRAM_LOG_WARN, "cuda: the driver refused read-only "
-			  "access (%s); mapping read-write",
-			  cuda_strerror(cu, cr));
+		if (!vc->warned_readonly)
+			log_write(VRAM_LOG_WARN,
+				  "cuda: the driver refused read-only "
+				  "access (%s); read-only pools are mapped "
+				  "read-write",
+				  cuda_strerror(cu, cr));
+		vc->warned_readonly = 1;
 		access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 		cr = cu->cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
 	}
@@ -262,8 +268,8 @@ out:
 	return r;
 }
 
-static int cuda_unmap(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
-		      uintptr_t handle)
+static int cuda_unmap(struct vmm *v, unsigned dev, uintptr_t addr,
+		      uint64_t size, uintptr_t handle)
 {
 	struct vmm_cuda *vc = vc_of(v);
 	CUresult cu_unmap, cu_release;
@@ -276,12 +282,10 @@ static int cuda_unmap(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size
 	cu_unmap = vc->cu.cuMemUnmap((CUdeviceptr)addr, size);
 	cu_release = vc->cu.cuMemRelease((CUmemGenericAllocationHandle)handle);
 	vc_leave(vc);
-	if (cu_unmap != CUDA_SUCCESS) {
+	if (cu_unmap != CUDA_SUCCESS)
 		return vc_err(vc, "cuMemUnmap", cu_unmap);
-	}
-	if (cu_release != CUDA_SUCCESS) {
+	if (cu_release != CUDA_SUCCESS)
 		return vc_err(vc, "cuMemRelease", cu_release);
-	}
 	return 0;
 }
 
@@ -296,13 +300,36 @@ static int cuda_sync(struct vmm *v, unsigned dev)
 	/* All work of this process in the primary context, every stream. */
 	cr = vc->cu.cuCtxSynchronize();
 	vc_leave(vc);
-	if (cr != CUDA_SUCCESS) {
+	if (cr != CUDA_SUCCESS)
 		return vc_err(vc, "cuCtxSynchronize", cr);
-	}
 	return 0;
 }
 
 /* ---- host memory and copies -------------------------------------------- */
+
+/* Remembers a registration (for destroy); -ENOMEM if it cannot. */
+static int vc_regs_add(struct vmm_cuda *vc, void *host, size_t len)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&vc->lock);
+	if (vc->n_regs == vc->cap_regs) {
+		size_t cap = vc->cap_regs ? 2 * vc->cap_regs : 16;
+		struct host_reg *regs = realloc(vc->regs, cap * sizeof(*regs));
+		if (!regs) {
+			r = -ENOMEM;
+			goto out;
+		}
+		vc->regs = regs;
+		vc->cap_regs = cap;
+	}
+	vc->regs[vc->n_regs].host = host;
+	vc->regs[vc->n_regs].len = len;
+	vc->n_regs++;
+out:
+	pthread_mutex_unlock(&vc->lock);
+	return r;
+}
 
 static int cuda_host_register(struct vmm *v, void *host, size_t len)
 {
@@ -310,34 +337,21 @@ static int cuda_host_register(struct vmm *v, void *host, size_t len)
 	CUresult cr;
 	int r;
 
-	pthread_mutex_lock(&vc->lock);
-	if (vc->n_regs == vc->cap_regs) {
-		size_t cap = vc->cap_regs ? 2 * vc->cap_regs : 16;
-		struct host_reg *regs = realloc(vc->regs, cap * sizeof(*regs));
-		if (!regs) {
-			pthread_mutex_unlock(&vc->lock);
-			return -ENOMEM;
-		}
-		vc->regs = regs;
-		vc->cap_regs = cap;
-	}
-	pthread_mutex_unlock(&vc->lock);
-
 	r = vc_enter(vc, vc_any_device(vc));
 	if (r < 0)
 		return r;
 	/* Portable: usable from every context, whichever device copies. */
 	cr = vc->cu.cuMemHostRegister(host, len, CU_MEMHOSTREGISTER_PORTABLE);
-	vc_leave(vc);
-	if (cr != CUDA_SUCCESS) {
-		return vc_err(vc, "cuMemHostRegister", cr);
+	if (cr == CUDA_SUCCESS) {
+		r = vc_regs_add(vc, host, len);
+		/* Unknown to destroy, it would stay pinned: undo it. */
+		if (r < 0)
+			vc->cu.cuMemHostUnregister(host);
 	}
-	pthread_mutex_lock(&vc->lock);
-	vc->regs[vc->n_regs].host = host;
-	vc->regs[vc->n_regs].len = len;
-	vc->n_regs++;
-	pthread_mutex_unlock(&vc->lock);
-	return 0;
+	vc_leave(vc);
+	if (cr != CUDA_SUCCESS)
+		return vc_err(vc, "cuMemHostRegister", cr);
+	return r;
 }
 
 static int cuda_host_unregister(struct vmm *v, void *host, size_t len)
@@ -363,9 +377,8 @@ static int cuda_host_unregister(struct vmm *v, void *host, size_t len)
 		return r;
 	cr = vc->cu.cuMemHostUnregister(host);
 	vc_leave(vc);
-	if (cr != CUDA_SUCCESS) {
+	if (cr != CUDA_SUCCESS)
 		return vc_err(vc, "cuMemHostUnregister", cr);
-	}
 	return 0;
 }
 
@@ -377,11 +390,13 @@ static int vc_streams(struct vmm_cuda *vc, unsigned dev)
 
 	pthread_mutex_lock(&vc->lock);
 	if (vc->copy_streams == 0) {
-		vc->copy_streams = env_unsigned("VRAM_CUDA_COPY_STREAMS",
-						COPY_DEFAULT_STREAMS, 1,
-						COPY_MAX_STREAMS);
-		vc->copy_piece = (uint64_t)env_unsigned("VRAM_CUDA_COPY_PIECE_MB", 0,
-							1, 1u << 20) << 20;
+		vc->copy_streams =
+			env_unsigned("VRAM_CUDA_COPY_STREAMS",
+				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS);
+		vc->copy_piece =
+			(uint64_t)env_unsigned("VRAM_CUDA_COPY_PIECE_MB", 0, 1,
+					       1u << 20)
+			<< 20;
 		if (vc->copy_piece == 0)
 			vc->copy_piece = COPY_DEFAULT_PIECE;
 	}
@@ -416,15 +431,17 @@ static int cuda_copy(struct vmm *v, unsigned dev, int to_host,
 		goto out;
 	const struct cuda_dev *d = &vc->devs[dev];
 	for (size_t i = 0; i < n && cr == CUDA_SUCCESS; i++) {
-		for (size_t off = 0; off < spans[i].len && cr == CUDA_SUCCESS;) {
+		for (size_t off = 0;
+		     off < spans[i].len && cr == CUDA_SUCCESS;) {
 			size_t len = spans[i].len - off;
 			if (len > vc->copy_piece)
 				len = vc->copy_piece;
 			CUdeviceptr dptr = (CUdeviceptr)(spans[i].dev + off);
 			char *hptr = (char *)spans[i].host + off;
 			CUstream s = d->streams[next];
-			cr = to_host ? cu->cuMemcpyDtoHAsync(hptr, dptr, len, s)
-				     : cu->cuMemcpyHtoDAsync(dptr, hptr, len, s);
+			cr = to_host ?
+				     cu->cuMemcpyDtoHAsync(hptr, dptr, len, s) :
+				     cu->cuMemcpyHtoDAsync(dptr, hptr, len, s);
 			off += len;
 			next = (next + 1) % d->n_streams;
 			if (used < d->n_streams)
@@ -432,7 +449,8 @@ static int cuda_copy(struct vmm *v, unsigned dev, int to_host,
 		}
 	}
 	if (cr != CUDA_SUCCESS)
-		r = vc_err(vc, to_host ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync",
+		r = vc_err(vc,
+			   to_host ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync",
 			   cr);
 	/* Wait for what was issued even after an error: the caller may unmap
 	 * or reuse the memory next. */
@@ -460,7 +478,8 @@ static void cuda_destroy(struct vmm *v)
 		struct cuda_dev *d = &vc->devs[i];
 		if (!d->retained)
 			continue;
-		if (d->n_streams && vc->cu.cuCtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
+		if (d->n_streams &&
+		    vc->cu.cuCtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
 			for (unsigned s = 0; s < d->n_streams; s++)
 				vc->cu.cuStreamDestroy(d->streams[s]);
 			vc_leave(vc);

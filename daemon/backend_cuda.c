@@ -39,7 +39,7 @@ struct closer {
 	pthread_cond_t idle; /* queue empty and nothing being closed */
 	int *fds;
 	size_t n, cap;
-	unsigned busy;      /* closes in progress */
+	unsigned busy;	    /* closes in progress */
 	unsigned n_threads; /* wanted; started on the first release */
 	unsigned started;
 	int stop;
@@ -92,7 +92,8 @@ static void closer_init(struct closer *cl, unsigned n_threads)
 	pthread_mutex_init(&cl->lock, NULL);
 	pthread_cond_init(&cl->work, NULL);
 	pthread_cond_init(&cl->idle, NULL);
-	cl->n_threads = n_threads > CLOSER_MAX_THREADS ? CLOSER_MAX_THREADS : n_threads;
+	cl->n_threads =
+		n_threads > CLOSER_MAX_THREADS ? CLOSER_MAX_THREADS : n_threads;
 }
 
 /* Starts the threads (lock held). Signals stay with the main thread, where
@@ -197,18 +198,21 @@ static int cuda_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 
 	/* Chunks released a moment ago must show as free. */
 	closer_drain(&cb->closer);
-	if (cb->nvml_dev[dev] &&
-	    nvml_memory_info(cb->nvml, cb->nvml_dev[dev], free_bytes,
-			     total_bytes) == 0)
+	if (cb->nvml_dev[dev] && nvml_memory_info(cb->nvml, cb->nvml_dev[dev],
+						  free_bytes, total_bytes) == 0)
 		return 0;
 	if (!cb->warned_no_nvml) {
-		log_debug("cuda: no NVML for device %u: free memory reported as "
-			  "total less vramd's chunks (other processes' memory "
-			  "not seen)", dev);
+		log_debug(
+			"cuda: no NVML for device %u: free memory reported as "
+			"total less vramd's chunks (other processes' memory "
+			"not seen)",
+			dev);
 		cb->warned_no_nvml = 1;
 	}
 	*total_bytes = d->total_bytes;
-	*free_bytes = d->total_bytes > d->used_bytes ? d->total_bytes - d->used_bytes : 0;
+	*free_bytes = d->total_bytes > d->used_bytes ?
+			      d->total_bytes - d->used_bytes :
+			      0;
 	return 0;
 }
 
@@ -243,7 +247,8 @@ static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	if (rr != CUDA_SUCCESS)
 		log_err("cuda: cuMemRelease after export: %s (%llu MiB stay "
 			"allocated until vramd exits)",
-			cuda_strerror(cu, rr), (unsigned long long)(c->size >> 20));
+			cuda_strerror(cu, rr),
+			(unsigned long long)(c->size >> 20));
 	if (cr != CUDA_SUCCESS) {
 		log_err("cuda: cuMemExportToShareableHandle: %s",
 			cuda_strerror(cu, cr));
@@ -306,7 +311,8 @@ static int cuda_device_init(struct cuda_backend *cb, unsigned i)
 		cr = cu->cuDeviceTotalMem(&total, cb->cudev[i]);
 	if (cr == CUDA_SUCCESS)
 		cr = cu->cuDeviceGetAttribute(
-			&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+			&vmm,
+			CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
 			cb->cudev[i]);
 	if (cr == CUDA_SUCCESS)
 		cr = cu->cuDeviceGetAttribute(
@@ -320,16 +326,16 @@ static int cuda_device_init(struct cuda_backend *cb, unsigned i)
 	cu->cuDeviceGetName(name, sizeof(name), cb->cudev[i]);
 	if (!vmm || !posix) {
 		log_err("cuda: device %u (%s) lacks %s", i, name,
-			!vmm ? "the virtual memory management API"
-			     : "POSIX fd export of memory");
+			!vmm ? "the virtual memory management API" :
+			       "POSIX fd export of memory");
 		return -ENODEV;
 	}
 	cuda_prop(&prop, cb->cudev[i]);
-	cr = cu->cuMemGetAllocationGranularity(&gran, &prop,
-					       CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+	cr = cu->cuMemGetAllocationGranularity(
+		&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
 	if (cr != CUDA_SUCCESS || gran == 0)
-		cr = cu->cuMemGetAllocationGranularity(&gran, &prop,
-						       CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+		cr = cu->cuMemGetAllocationGranularity(
+			&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
 	if (cr != CUDA_SUCCESS || gran == 0) {
 		log_err("cuda: device %u: allocation granularity: %s", i,
 			cuda_strerror(cu, cr));
@@ -340,9 +346,12 @@ static int cuda_device_init(struct cuda_backend *cb, unsigned i)
 	d->total_bytes = total;
 	d->granularity = gran;
 	d->used_bytes = 0;
-	if (cb->nvml && nvml_device_by_uuid(cb->nvml, d->uuid, &cb->nvml_dev[i]) < 0)
-		log_warn("cuda: NVML does not know %s; its free memory will not "
-			 "count other processes", d->uuid);
+	if (cb->nvml &&
+	    nvml_device_by_uuid(cb->nvml, d->uuid, &cb->nvml_dev[i]) < 0)
+		log_warn(
+			"cuda: NVML does not know %s; its free memory will not "
+			"count other processes",
+			d->uuid);
 	log_info("cuda: device %u: %s %s, %.1f GiB, granularity %llu KiB", i,
 		 name, d->uuid, (double)total / (1 << 30),
 		 (unsigned long long)(gran >> 10));
@@ -410,7 +419,8 @@ int backend_cuda_open(const struct backend_config *cfg, struct backend **out)
 	if (r < 0) {
 		cb->nvml = NULL;
 		log_info("cuda: NVML unavailable (%s): free memory will count "
-			 "only vramd's chunks", strerror(-r));
+			 "only vramd's chunks",
+			 strerror(-r));
 	}
 	cb->base.ops = &cuda_ops;
 	cb->base.priv = cb;

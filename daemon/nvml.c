@@ -119,7 +119,8 @@ int nvml_open(struct nvml **out)
 	}
 	n->init = (nvmlReturn_t(*)(void))dlsym(n->lib, "nvmlInit_v2");
 	n->shutdown = (nvmlReturn_t(*)(void))dlsym(n->lib, "nvmlShutdown");
-	n->error_string = (const char *(*)(nvmlReturn_t))dlsym(n->lib, "nvmlErrorString");
+	n->error_string =
+		(const char *(*)(nvmlReturn_t))dlsym(n->lib, "nvmlErrorString");
 	n->by_uuid = (nvmlReturn_t(*)(const char *, nvmlDevice_t *))dlsym(
 		n->lib, "nvmlDeviceGetHandleByUUID");
 	n->memory_info = (nvmlReturn_t(*)(nvmlDevice_t, nvmlMemory_t *))dlsym(
@@ -127,11 +128,14 @@ int nvml_open(struct nvml **out)
 	/* The newest process query the library has; v2 and v3 fill the same
 	 * struct, v1 a shorter one. */
 	n->proc_stride = sizeof(nvmlProcessInfo_t);
-	n->procs = (nvml_procs_fn)dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v3");
+	n->procs = (nvml_procs_fn)dlsym(
+		n->lib, "nvmlDeviceGetComputeRunningProcesses_v3");
 	if (!n->procs)
-		n->procs = (nvml_procs_fn)dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses_v2");
+		n->procs = (nvml_procs_fn)dlsym(
+			n->lib, "nvmlDeviceGetComputeRunningProcesses_v2");
 	if (!n->procs) {
-		n->procs = (nvml_procs_fn)dlsym(n->lib, "nvmlDeviceGetComputeRunningProcesses");
+		n->procs = (nvml_procs_fn)dlsym(
+			n->lib, "nvmlDeviceGetComputeRunningProcesses");
 		n->proc_stride = sizeof(nvmlProcessInfo_v1_t);
 	}
 	if (!n->init || !n->shutdown || !n->by_uuid || !n->memory_info ||
@@ -209,10 +213,12 @@ int nvml_processes(struct nvml *n, struct nvml_device *dev,
 		nr = n->procs((nvmlDevice_t)dev, &count, raw);
 		if (nr == NVML_SUCCESS && (raw || count == 0))
 			break;
-		if ((nr != NVML_SUCCESS && nr != NVML_ERROR_INSUFFICIENT_SIZE) ||
+		if ((nr != NVML_SUCCESS &&
+		     nr != NVML_ERROR_INSUFFICIENT_SIZE) ||
 		    tries == 4) {
 			free(raw);
-			log_warn("nvml: running processes: %s", nvml_strerror(n, nr));
+			log_warn("nvml: running processes: %s",
+				 nvml_strerror(n, nr));
 			return nr == NVML_SUCCESS ? -EAGAIN : nvml_errno(nr);
 		}
 		free(raw);
@@ -235,9 +241,10 @@ int nvml_processes(struct nvml *n, struct nvml_device *dev,
 		nvmlProcessInfo_v1_t head; /* both layouts start this way */
 		memcpy(&head, p, sizeof(head));
 		procs[i].pid = head.pid;
-		procs[i].used_bytes = head.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL
-					      ? NVML_USED_UNKNOWN
-					      : head.usedGpuMemory;
+		procs[i].used_bytes =
+			head.usedGpuMemory == NVML_VALUE_NOT_AVAILABLE_ULL ?
+				NVML_USED_UNKNOWN :
+				head.usedGpuMemory;
 	}
 	free(raw);
 	*out = procs;

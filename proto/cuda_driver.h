@@ -141,14 +141,18 @@ typedef struct CUmemAccessDesc_st {
 	X(cuGetErrorName, "cuGetErrorName", (CUresult e, const char **s))     \
 	X(cuDeviceGetCount, "cuDeviceGetCount", (int *count))                 \
 	X(cuDeviceGet, "cuDeviceGet", (CUdevice * dev, int ordinal))          \
-	X(cuDeviceGetName, "cuDeviceGetName", (char *name, int len, CUdevice dev)) \
-	X(cuDeviceGetUuid, "cuDeviceGetUuid_v2", (CUuuid * uuid, CUdevice dev)) \
-	X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", (size_t * bytes, CUdevice dev)) \
+	X(cuDeviceGetName, "cuDeviceGetName",                                 \
+	  (char *name, int len, CUdevice dev))                                \
+	X(cuDeviceGetUuid, "cuDeviceGetUuid_v2",                              \
+	  (CUuuid * uuid, CUdevice dev))                                      \
+	X(cuDeviceTotalMem, "cuDeviceTotalMem_v2",                            \
+	  (size_t * bytes, CUdevice dev))                                     \
 	X(cuDeviceGetAttribute, "cuDeviceGetAttribute",                       \
 	  (int *value, int attrib, CUdevice dev))                             \
 	X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain",               \
 	  (CUcontext * ctx, CUdevice dev))                                    \
-	X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice dev)) \
+	X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2",          \
+	  (CUdevice dev))                                                     \
 	X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", (CUcontext ctx))           \
 	X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", (CUcontext * ctx))           \
 	X(cuCtxSetCurrent, "cuCtxSetCurrent", (CUcontext ctx))                \
@@ -170,7 +174,8 @@ typedef struct CUmemAccessDesc_st {
 	X(cuMemAddressReserve, "cuMemAddressReserve",                         \
 	  (CUdeviceptr * ptr, size_t size, size_t align, CUdeviceptr addr,    \
 	   unsigned long long flags))                                         \
-	X(cuMemAddressFree, "cuMemAddressFree", (CUdeviceptr ptr, size_t size)) \
+	X(cuMemAddressFree, "cuMemAddressFree",                               \
+	  (CUdeviceptr ptr, size_t size))                                     \
 	X(cuMemMap, "cuMemMap",                                               \
 	  (CUdeviceptr ptr, size_t size, size_t offset,                       \
 	   CUmemGenericAllocationHandle h, unsigned long long flags))         \
@@ -178,7 +183,8 @@ typedef struct CUmemAccessDesc_st {
 	X(cuMemSetAccess, "cuMemSetAccess",                                   \
 	  (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,         \
 	   size_t count))                                                     \
-	X(cuStreamCreate, "cuStreamCreate", (CUstream * s, unsigned int flags)) \
+	X(cuStreamCreate, "cuStreamCreate",                                   \
+	  (CUstream * s, unsigned int flags))                                 \
 	X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream s))                \
 	X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream s))           \
 	X(cuEventCreate, "cuEventCreate", (CUevent * e, unsigned int flags))  \
@@ -200,7 +206,8 @@ typedef struct CUmemAccessDesc_st {
 	  (CUdeviceptr dst, const void *src, size_t len, CUstream s))         \
 	X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                          \
 	  (void *dst, CUdeviceptr src, size_t len, CUstream s))               \
-	X(cuMemsetD32, "cuMemsetD32_v2", (CUdeviceptr dst, unsigned int v, size_t n))
+	X(cuMemsetD32, "cuMemsetD32_v2",                                      \
+	  (CUdeviceptr dst, unsigned int v, size_t n))
 
 /* The driver's entry points, filled by cuda_driver_load(). */
 struct cuda_driver {
@@ -285,9 +292,9 @@ static inline int cuda_errno(CUresult r)
 	}
 }
 
-/* "CUDA_ERROR_OUT_OF_MEMORY: out of memory" for logs; static storage. */
-static inline const char *cuda_strerror(const struct cuda_driver *d,
-					CUresult r)
+/* "CUDA_ERROR_OUT_OF_MEMORY: out of memory" for logs, in a buffer of this
+ * thread valid until its next call. */
+static inline const char *cuda_strerror(const struct cuda_driver *d, CUresult r)
 {
 	static __thread char buf[160];
 	const char *name = NULL, *desc = NULL;

@@ -14,7 +14,8 @@ static vram_client *role_connect(const char *name)
 	vram_client *c = NULL;
 	int r = vram_connect(NULL, name, 0, &c);
 	if (r < 0) {
-		fprintf(stderr, "role %s: connect: %s\n", name, vram_last_error());
+		fprintf(stderr, "role %s: connect: %s\n", name,
+			vram_last_error());
 		exit(3);
 	}
 	return c;
@@ -23,7 +24,8 @@ static vram_client *role_connect(const char *name)
 static void wait_line(int in, const char *want)
 {
 	char line[128];
-	if (role_recv(in, line, sizeof(line), -1) < 0 || strcmp(line, want) != 0)
+	if (role_recv(in, line, sizeof(line), -1) < 0 ||
+	    strcmp(line, want) != 0)
 		exit(4);
 }
 
@@ -40,7 +42,8 @@ static int role_owner(const char *name, int in, int out)
 	CU_OK(G.cu.cuMemAllocHost(&buf, n));
 	gpu_fill(buf, n, 11);
 	CU_OK(G.cu.cuMemcpyHtoD(vram_pool_base(p), buf, n));
-	CU_OK(G.cu.cuMemsetD32(vram_pool_base(p) + n, 0x5eed0001, (GiB - n) / 4));
+	CU_OK(G.cu.cuMemsetD32(vram_pool_base(p) + n, 0x5eed0001,
+			       (GiB - n) / 4));
 	CU_OK(G.cu.cuCtxSynchronize());
 	ASSERT_OK(vram_client_start_thread(c));
 	role_send(out, "ready");
@@ -50,7 +53,8 @@ static int role_owner(const char *name, int in, int out)
 	CU_OK(G.cu.cuMemcpyDtoH(buf, vram_pool_base(p), n));
 	uint32_t *tail;
 	CU_OK(G.cu.cuMemAllocHost((void **)&tail, 4 * MiB));
-	CU_OK(G.cu.cuMemcpyDtoH(tail, vram_pool_base(p) + GiB - 4 * MiB, 4 * MiB));
+	CU_OK(G.cu.cuMemcpyDtoH(tail, vram_pool_base(p) + GiB - 4 * MiB,
+				4 * MiB));
 	void *want = malloc(n);
 	gpu_fill(want, n, 11);
 	int ok = memcmp(buf, want, n) == 0 && tail[0] == 0x5eed0001 &&
@@ -92,7 +96,8 @@ static int role_hog(const char *arg, int in, int out)
 		if (want > GiB)
 			want = GiB;
 		want = want / (2 * MiB) * (2 * MiB);
-		if (want == 0 || G.cu.cuMemAlloc(&ptrs[n], want) != CUDA_SUCCESS)
+		if (want == 0 ||
+		    G.cu.cuMemAlloc(&ptrs[n], want) != CUDA_SUCCESS)
 			break;
 		n++;
 	}
@@ -119,7 +124,8 @@ static int role_reader(const char *name, int in, int out)
 	CU_OK(G.cu.cuMemcpyDtoH(buf, vram_pool_base(p), 64 * MiB));
 	void *want = malloc(64 * MiB);
 	gpu_fill(want, 64 * MiB, 21);
-	role_send(out, memcmp(buf, want, 64 * MiB) == 0 ? "read-ok" : "read-bad");
+	role_send(out,
+		  memcmp(buf, want, 64 * MiB) == 0 ? "read-ok" : "read-bad");
 	free(want);
 	CU_OK(G.cu.cuMemFreeHost(buf));
 	/* A write through a read-only mapping should fault (and poison this
@@ -147,9 +153,10 @@ static uint64_t granularity(vram_client *c)
 
 static void print_report(const char *what, const struct vram_report *r)
 {
-	fprintf(stderr, "%s: %u pool(s), %.1f MiB, device free %.1f -> %.1f MiB\n",
-		what, r->pools, (double)r->bytes / MiB, (double)r->free_before / MiB,
-		(double)r->free_after / MiB);
+	fprintf(stderr,
+		"%s: %u pool(s), %.1f MiB, device free %.1f -> %.1f MiB\n",
+		what, r->pools, (double)r->bytes / MiB,
+		(double)r->free_before / MiB, (double)r->free_after / MiB);
 }
 
 /* The daemon holds GPU memory for its clients but has no context of its
@@ -157,7 +164,8 @@ static void print_report(const char *what, const struct vram_report *r)
 TEST(daemon_has_no_context)
 {
 	char out[8192], me[32], daemon[32];
-	const char *const argv[] = { "nvidia-smi", "--query-compute-apps=pid,used_memory",
+	const char *const argv[] = { "nvidia-smi",
+				     "--query-compute-apps=pid,used_memory",
 				     "--format=csv,noheader,nounits", NULL };
 
 	gpu_require();
@@ -226,7 +234,8 @@ TEST(host_backup_bit_for_bit)
 		CU_OK(G.cu.cuMemcpyDtoH(back, (CUdeviceptr)b, n - 4096));
 		for (size_t i = 0; i < (n - 4096) / 4; i++)
 			if (back[i] != 0xb0000000 + cycle)
-				TEST_FAIL("cycle %u: word %zu is %#x", cycle, i, back[i]);
+				TEST_FAIL("cycle %u: word %zu is %#x", cycle, i,
+					  back[i]);
 	}
 	CU_OK(G.cu.cuMemFreeHost(buf));
 	CU_OK(G.cu.cuMemFreeHost(back));
@@ -386,11 +395,13 @@ TEST(oom_on_resume_keeps_backup)
 	/* Leave 1 GiB free: less than the pool. */
 	struct role hog = role_spawn("hog", "1024");
 	role_expect(&hog, "held", 120000);
-	fprintf(stderr, "free with the hog: %.1f MiB\n", (double)gpu_free() / MiB);
+	fprintf(stderr, "free with the hog: %.1f MiB\n",
+		(double)gpu_free() / MiB);
 	ASSERT_LT(gpu_free(), size);
 
 	int r = vram_pool_resume(p, NULL);
-	fprintf(stderr, "resume under pressure: %d (%s)\n", r, vram_last_error());
+	fprintf(stderr, "resume under pressure: %d (%s)\n", r,
+		vram_last_error());
 	ASSERT_EQ(r, -ENOMEM);
 	ASSERT(vram_last_error()[0] != 0);
 	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
@@ -426,7 +437,8 @@ TEST(pointers_identical_across_cycles)
 	gpu_daemon_start();
 	vram_client *c = gpu_connect("t");
 	/* Grown by vram_alloc itself, as an engine's allocator would. */
-	vram_pool *p = gpu_pool_make(c, "ptrs", VRAM_POLICY_DISCARD, 2 * GiB, 0);
+	vram_pool *p =
+		gpu_pool_make(c, "ptrs", VRAM_POLICY_DISCARD, 2 * GiB, 0);
 	uintptr_t base = vram_pool_base(p);
 	for (int i = 0; i < N; i++)
 		ASSERT_OK(vram_alloc(p, 16 * MiB, &ptr[i]));
@@ -436,8 +448,10 @@ TEST(pointers_identical_across_cycles)
 		ASSERT_EQ(vram_pool_base(p), base);
 		for (int i = 0; i < N; i++) {
 			void *again = NULL;
-			CU_OK(G.cu.cuMemsetD32((CUdeviceptr)ptr[i], (unsigned)(i + cycle), 4 * MiB));
-			CU_OK(G.cu.cuMemcpyDtoH(&word, (CUdeviceptr)ptr[i] + 16 * MiB - 4, 4));
+			CU_OK(G.cu.cuMemsetD32((CUdeviceptr)ptr[i],
+					       (unsigned)(i + cycle), 4 * MiB));
+			CU_OK(G.cu.cuMemcpyDtoH(
+				&word, (CUdeviceptr)ptr[i] + 16 * MiB - 4, 4));
 			ASSERT_EQ(word, (uint32_t)(i + cycle));
 			/* The sub-allocator's view did not move either. */
 			ASSERT_OK(vram_free(p, ptr[i]));
@@ -468,7 +482,8 @@ TEST(readonly_mapper_shares_weights)
 	char line[64];
 	ASSERT_OK(role_recv(reader.from_child, line, sizeof(line), 60000));
 	fprintf(stderr, "read-only mapping, write attempt: %s\n", line);
-	ASSERT(strcmp(line, "write-refused") == 0 || strcmp(line, "write-allowed") == 0);
+	ASSERT(strcmp(line, "write-refused") == 0 ||
+	       strcmp(line, "write-allowed") == 0);
 	role_finish(&reader, "exit");
 	if (strcmp(line, "write-refused") == 0) {
 		/* Refused, so the owner's data is intact. */

@@ -30,11 +30,11 @@ struct gpu {
 static struct gpu G;
 static struct harness_daemon gpu_daemon;
 
-#define CU_OK(call)                                                            \
-	do {                                                                   \
-		CUresult r_ = (call);                                          \
-		if (r_ != CUDA_SUCCESS)                                        \
-			TEST_FAIL("%s: %s", #call, cuda_strerror(&G.cu, r_));  \
+#define CU_OK(call)                                                           \
+	do {                                                                  \
+		CUresult r_ = (call);                                         \
+		if (r_ != CUDA_SUCCESS)                                       \
+			TEST_FAIL("%s: %s", #call, cuda_strerror(&G.cu, r_)); \
 	} while (0)
 
 /* Loads the driver, or skips the case; then device 0's primary context,
@@ -46,8 +46,8 @@ static inline void gpu_require(void)
 
 	if (cuda_driver_load(&G.cu, why, sizeof(why)) < 0)
 		SKIP("no CUDA driver here: %s", why);
-	if (G.cu.cuInit(0) != CUDA_SUCCESS || G.cu.cuDeviceGetCount(&n) != CUDA_SUCCESS ||
-	    n == 0)
+	if (G.cu.cuInit(0) != CUDA_SUCCESS ||
+	    G.cu.cuDeviceGetCount(&n) != CUDA_SUCCESS || n == 0)
 		SKIP("no CUDA device here");
 	CU_OK(G.cu.cuDeviceGet(&G.dev, 0));
 	CU_OK(G.cu.cuDevicePrimaryCtxRetain(&G.ctx, G.dev));
@@ -85,14 +85,14 @@ static inline uint64_t gpu_free_near(uint64_t want, uint64_t tol)
 	return f;
 }
 
-#define ASSERT_NEAR(a, b, tol)                                                 \
-	do {                                                                   \
-		int64_t d_ = gpu_diff((a), (b));                               \
-		if (llabs(d_) > (long long)(tol))                              \
-			TEST_FAIL("%s vs %s: off by %lld bytes (%.1f MiB), "   \
-				  "allowed %llu",                              \
-				  #a, #b, (long long)d_, (double)d_ / MiB,     \
-				  (unsigned long long)(tol));                  \
+#define ASSERT_NEAR(a, b, tol)                                               \
+	do {                                                                 \
+		int64_t d_ = gpu_diff((a), (b));                             \
+		if (llabs(d_) > (long long)(tol))                            \
+			TEST_FAIL("%s vs %s: off by %lld bytes (%.1f MiB), " \
+				  "allowed %llu",                            \
+				  #a, #b, (long long)d_, (double)d_ / MiB,   \
+				  (unsigned long long)(tol));                \
 	} while (0)
 
 /* vramd on the cuda backend (the harness's --backend host comes first;
@@ -105,7 +105,8 @@ static inline void gpu_daemon_start(void)
 				      "50000", NULL };
 	int r = harness_daemon_start(&gpu_daemon, extra);
 	if (r < 0)
-		TEST_FAIL("cannot start vramd --backend cuda: %s", strerror(-r));
+		TEST_FAIL("cannot start vramd --backend cuda: %s",
+			  strerror(-r));
 }
 
 static inline void gpu_daemon_stop(void)
@@ -121,7 +122,8 @@ static inline vram_client *gpu_connect(const char *name)
 	vram_client *c = NULL;
 	int r = vram_connect(NULL, name, 0, &c);
 	if (r < 0)
-		TEST_FAIL("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
 	ASSERT_STREQ(vram_client_backend(c), "cuda");
 	return c;
 }
@@ -148,7 +150,8 @@ static inline vram_pool *gpu_pool_make(vram_client *c, const char *name,
 	r = vram_pool_reserve(p, bytes);
 	if (r < 0)
 		TEST_FAIL("vram_pool_reserve %s %llu: %s (%s)", name,
-			  (unsigned long long)bytes, strerror(-r), vram_last_error());
+			  (unsigned long long)bytes, strerror(-r),
+			  vram_last_error());
 	return p;
 }
 
@@ -222,11 +225,11 @@ static inline void role_expect(struct role *r, const char *want, int timeout_ms)
 	char line[512];
 	int e = role_recv(r->from_child, line, sizeof(line), timeout_ms);
 	if (e < 0)
-		TEST_FAIL("child %d: no \"%s\": %s (exit %d)", (int)r->pid, want,
-			  strerror(-e), harness_wait(r->pid, 1000));
+		TEST_FAIL("child %d: no \"%s\": %s (exit %d)", (int)r->pid,
+			  want, strerror(-e), harness_wait(r->pid, 1000));
 	if (strcmp(line, want) != 0)
-		TEST_FAIL("child %d said \"%s\", wanted \"%s\"", (int)r->pid, line,
-			  want);
+		TEST_FAIL("child %d said \"%s\", wanted \"%s\"", (int)r->pid,
+			  line, want);
 }
 
 static inline struct role role_spawn(const char *name, const char *arg)
@@ -242,7 +245,8 @@ static inline struct role role_spawn(const char *name, const char *arg)
 	ASSERT_OK(pipe(up));
 	snprintf(in, sizeof(in), "%d", down[0]);
 	snprintf(out, sizeof(out), "%d", up[1]);
-	const char *const argv[] = { exe, "--role", name, arg ? arg : "", in, out, NULL };
+	const char *const argv[] = { exe, "--role", name, arg ? arg : "",
+				     in,  out,	    NULL };
 	r.pid = harness_spawn(argv);
 	ASSERT_GT(r.pid, 0);
 	close(down[0]);
@@ -269,11 +273,12 @@ static inline void role_finish(struct role *r, const char *cmd)
 #define GPU_ROLES(...)                                                        \
 	static const struct role_entry gpu_roles_[] = { __VA_ARGS__ };        \
 	__attribute__((constructor)) static void gpu_role_main_(int argc,     \
-							      char **argv)    \
+								char **argv)  \
 	{                                                                     \
 		if (argc != 6 || strcmp(argv[1], "--role") != 0)              \
 			return;                                               \
-		for (size_t i = 0; i < sizeof(gpu_roles_) / sizeof(gpu_roles_[0]); i++) \
+		for (size_t i = 0;                                            \
+		     i < sizeof(gpu_roles_) / sizeof(gpu_roles_[0]); i++)     \
 			if (strcmp(gpu_roles_[i].name, argv[2]) == 0)         \
 				exit(gpu_roles_[i].fn(argv[3], atoi(argv[4]), \
 						      atoi(argv[5])));        \

@@ -71,11 +71,13 @@ TEST(map_unmap_keeps_the_range)
 	ASSERT_EQ(fake_count("retained"), 1);
 	for (int cycle = 0; cycle < 3; cycle++) {
 		ASSERT_OK(v->ops->map(v, 0, base, 2 * GRAN, fd1, 0, &h1));
-		ASSERT_OK(v->ops->map(v, 0, base + 2 * GRAN, GRAN, fd2, 0, &h2));
+		ASSERT_OK(
+			v->ops->map(v, 0, base + 2 * GRAN, GRAN, fd2, 0, &h2));
 		ASSERT_NO_CONTEXT_LEFT();
 		ASSERT_EQ(fake_count("handles"), 2);
 		uint32_t *p = (uint32_t *)base;
-		if (cycle > 0) /* the same memory came back at the same address */
+		if (cycle >
+		    0) /* the same memory came back at the same address */
 			ASSERT_EQ(p[3 * GRAN / 4 - 1], 0xabc0 + cycle - 1);
 		p[3 * GRAN / 4 - 1] = 0xabc0 + cycle;
 		ASSERT_OK(v->ops->sync(v, 0));
@@ -175,7 +177,8 @@ TEST(copy_in_pieces_over_streams)
 	ASSERT_OK(v->ops->reserve(v, 0, 8 * GRAN, GRAN, &base));
 	for (int i = 0; i < 3; i++) {
 		fd[i] = chunk_fd(sizes[i]);
-		ASSERT_OK(v->ops->map(v, 0, base + off, sizes[i], fd[i], 0, &h[i]));
+		ASSERT_OK(v->ops->map(v, 0, base + off, sizes[i], fd[i], 0,
+				      &h[i]));
 		off += sizes[i];
 	}
 	uint8_t *host = malloc(total), *want = malloc(total);
@@ -293,7 +296,8 @@ TEST(threads_map_concurrently)
 
 	ASSERT_OK(v->ops->reserve(v, 0, 8 * GRAN, GRAN, &base));
 	for (int i = 0; i < 4; i++) {
-		w[i] = (struct worker){ v, base + (uintptr_t)i * GRAN, chunk_fd(GRAN), 0, -1 };
+		w[i] = (struct worker){ v, base + (uintptr_t)i * GRAN,
+					chunk_fd(GRAN), 0, -1 };
 		ASSERT_OK(pthread_create(&t[i], NULL, map_loop, &w[i]));
 	}
 	for (int i = 0; i < 4; i++) {

@@ -34,9 +34,10 @@ static void cuda_fake_load(void)
 	if (!mkdtemp(dir))
 		TEST_FAIL("mkdtemp: %s", strerror(errno));
 	snprintf(so, sizeof(so), "%s/libcuda.so.1", dir);
-	const char *const argv[] = { cc && *cc ? cc : "cc", "-shared", "-fPIC",
-				     "-O1", "-o", so, CUDA_FAKE_SRC, "-lpthread",
-				     NULL };
+	const char *const argv[] = {
+		cc && *cc ? cc : "cc", "-shared",   "-fPIC", "-O1", "-o", so,
+		CUDA_FAKE_SRC,	       "-lpthread", NULL
+	};
 	int st = harness_run_capture(argv, out, sizeof(out));
 	if (st != 0) {
 		rmdir(dir);

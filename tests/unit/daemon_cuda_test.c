@@ -105,8 +105,10 @@ TEST(fake_devices_uuid_and_granularity)
 	setenv("FAKE_CUDA_DEVICES", "2", 1);
 	b = fake_open();
 	ASSERT_EQ(b->n_devices, 2);
-	ASSERT_STREQ(b->devices[0].uuid, "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
-	ASSERT_STREQ(b->devices[1].uuid, "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
+	ASSERT_STREQ(b->devices[0].uuid,
+		     "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f");
+	ASSERT_STREQ(b->devices[1].uuid,
+		     "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
 	ASSERT_UEQ(b->devices[1].total_bytes, 1ull << 30);
 	ASSERT_UEQ(b->devices[0].granularity, GRAN);
 	/* Without NVML: total less what vramd holds. */
@@ -235,7 +237,9 @@ TEST(real_driver_devices)
 		ASSERT_EQ(strncmp(b->devices[i].uuid, "GPU-", 4), 0);
 		ASSERT_EQ(strlen(b->devices[i].uuid), 40);
 		ASSERT_GT(b->devices[i].total_bytes, 0);
-		ASSERT_EQ(b->devices[i].granularity & (b->devices[i].granularity - 1), 0);
+		ASSERT_EQ(b->devices[i].granularity &
+				  (b->devices[i].granularity - 1),
+			  0);
 		ASSERT_OK(backend_mem_info(b, i, &free_b, &total));
 		ASSERT_LE(free_b, total);
 	}

@@ -71,11 +71,16 @@ int fake_count(const char *what)
 		const char *name;
 		int *v;
 	} counters[] = {
-		{ "handles", &handles },   { "mapped", &mapped },
-		{ "retained", &retained }, { "streams", &streams },
-		{ "registered", &registered }, { "copies", &copies },
-		{ "syncs", &syncs },       { "ctx_syncs", &ctx_syncs },
-		{ "creates", &creates },   { "readonly_maps", &readonly_maps },
+		{ "handles", &handles },
+		{ "mapped", &mapped },
+		{ "retained", &retained },
+		{ "streams", &streams },
+		{ "registered", &registered },
+		{ "copies", &copies },
+		{ "syncs", &syncs },
+		{ "ctx_syncs", &ctx_syncs },
+		{ "creates", &creates },
+		{ "readonly_maps", &readonly_maps },
 	};
 	if (strcmp(what, "ctx_depth") == 0)
 		return ctx_depth;
@@ -123,16 +128,16 @@ static int env_int(const char *name, int def)
 	return s && *s ? atoi(s) : def;
 }
 
-#define FAIL_POINT(fn)                        \
-	do {                                  \
-		int code_ = failing(fn);      \
-		if (code_)                    \
-			return code_;         \
+#define FAIL_POINT(fn)                   \
+	do {                             \
+		int code_ = failing(fn); \
+		if (code_)               \
+			return code_;    \
 	} while (0)
 
-#define NEED_CONTEXT()                        \
-	do {                                  \
-		if (ctx_depth == 0)           \
+#define NEED_CONTEXT()                          \
+	do {                                    \
+		if (ctx_depth == 0)             \
 			return INVALID_CONTEXT; \
 	} while (0)
 
@@ -196,12 +201,14 @@ static uint64_t device_used(void)
 		struct dirent *f;
 		while (fds && (f = readdir(fds))) {
 			struct stat st;
-			snprintf(path, sizeof(path), "/proc/%s/fd/%s", e->d_name, f->d_name);
+			snprintf(path, sizeof(path), "/proc/%s/fd/%s",
+				 e->d_name, f->d_name);
 			ssize_t n = readlink(path, target, sizeof(target) - 1);
 			if (n <= 0)
 				continue;
 			target[n] = 0;
-			if (strstr(target, "memfd:fake-gpu:") && stat(path, &st) == 0)
+			if (strstr(target, "memfd:fake-gpu:") &&
+			    stat(path, &st) == 0)
 				seen_add(&s, (unsigned long)st.st_ino, target);
 		}
 		if (fds)
@@ -227,7 +234,8 @@ static int ro_hit(uintptr_t start, size_t len)
 	int hit = 0;
 	pthread_mutex_lock(&lock);
 	for (int i = 0; i < MAX_RO; i++)
-		if (ro_ranges[i].end > start && ro_ranges[i].start < start + len)
+		if (ro_ranges[i].end > start &&
+		    ro_ranges[i].start < start + len)
 			hit = 1;
 	pthread_mutex_unlock(&lock);
 	return hit;
@@ -269,7 +277,8 @@ CUresult cuGetErrorString(CUresult e, const char **s)
 
 CUresult cuGetErrorName(CUresult e, const char **s)
 {
-	*s = e == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" : "CUDA_ERROR_FAKE";
+	*s = e == OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY" :
+				  "CUDA_ERROR_FAKE";
 	return OK;
 }
 
@@ -405,8 +414,8 @@ CUresult cuMemRelease(unsigned long long hv)
 	return OK;
 }
 
-CUresult cuMemExportToShareableHandle(void *out, unsigned long long hv, int type,
-				      unsigned long long flags)
+CUresult cuMemExportToShareableHandle(void *out, unsigned long long hv,
+				      int type, unsigned long long flags)
 {
 	struct handle *h = (struct handle *)(uintptr_t)hv;
 	FAIL_POINT("cuMemExportToShareableHandle");
@@ -425,7 +434,8 @@ CUresult cuMemImportFromShareableHandle(unsigned long long *out, void *os,
 	FAIL_POINT("cuMemImportFromShareableHandle");
 	if (type != 1 || fstat(fd, &st) < 0)
 		return INVALID_VALUE;
-	*out = (uintptr_t)handle_new(fcntl(fd, F_DUPFD_CLOEXEC, 0), (size_t)st.st_size);
+	*out = (uintptr_t)handle_new(fcntl(fd, F_DUPFD_CLOEXEC, 0),
+				     (size_t)st.st_size);
 	return OK;
 }
 
@@ -443,7 +453,8 @@ CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
 	if (a > (uintptr_t)p)
 		munmap(p, a - (uintptr_t)p);
 	if ((uintptr_t)p + size + align > a + size)
-		munmap((void *)(a + size), (uintptr_t)p + size + align - (a + size));
+		munmap((void *)(a + size),
+		       (uintptr_t)p + size + align - (a + size));
 	*ptr = a;
 	return OK;
 }
@@ -453,16 +464,16 @@ CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
 	return munmap((void *)(uintptr_t)ptr, size) == 0 ? OK : INVALID_VALUE;
 }
 
-CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t off, unsigned long long hv,
-		  unsigned long long flags)
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t off,
+		  unsigned long long hv, unsigned long long flags)
 {
 	struct handle *h = (struct handle *)(uintptr_t)hv;
 	FAIL_POINT("cuMemMap");
 	if (off + size > h->size)
 		return INVALID_VALUE;
 	/* No access until cuMemSetAccess, as on a GPU. */
-	if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-		 h->fd, (off_t)off) == MAP_FAILED)
+	if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
+		 MAP_SHARED | MAP_FIXED, h->fd, (off_t)off) == MAP_FAILED)
 		return INVALID_VALUE;
 	bump(&mapped, 1);
 	return OK;
@@ -493,8 +504,10 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 	/* Host-side writes (the fake's copies) stay possible; device-side
 	 * writes into read-only ranges fail in the copy and memset calls. */
 	ro_set((uintptr_t)ptr, size, desc->flags == 1);
-	return mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) == 0
-		       ? OK : INVALID_VALUE;
+	return mprotect((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE) ==
+			       0 ?
+		       OK :
+		       INVALID_VALUE;
 }
 
 CUresult cuStreamCreate(void **s, unsigned flags)
@@ -614,7 +627,8 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len)
 	return OK;
 }
 
-CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len, void *s)
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len,
+			      void *s)
 {
 	NEED_CONTEXT();
 	FAIL_POINT("cuMemcpyHtoDAsync");
