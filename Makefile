@@ -109,9 +109,11 @@ $(BUILD)/libvram-internal.a: $(CLIENT_OBJ) $(PROTO_OBJ)
 	$(call msg,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(VRAMD): $(call obj,daemon/main.c) $(BUILD)/libvramd.a
+# Linked from the objects, not the archive: the GPU backends are reached
+# through weak references, which would not pull them out of an archive.
+$(VRAMD): $(call obj,daemon/main.c) $(DAEMON_OBJ) $(PROTO_OBJ)
 	$(call msg,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS_DAEMON) -ldl -lm
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
 
 $(LIBVRAM): $(CLIENT_OBJ) $(PROTO_OBJ) client/libvram.syms
 	$(call msg,LD,$@)
