@@ -292,7 +292,9 @@ TEST(third_party_pause)
 	role_expect(&owner, "ready", 60000);
 
 	vram_client *c = gpu_connect("controller");
-	uint64_t gran = granularity(c);
+	/* The owner's context may set up copy streams during the pause: the
+	 * granule-exact check is discard_pause_frees_device_memory's. */
+	uint64_t tol = 64 * MiB;
 	struct vram_selector sel = { .name = "tp" };
 	struct vram_report rep;
 	uint64_t f0 = gpu_free();
@@ -300,7 +302,7 @@ TEST(third_party_pause)
 	print_report("third-party pause", &rep);
 	ASSERT_EQ(rep.pools, 1);
 	ASSERT_UEQ(rep.bytes, 1 * GiB);
-	ASSERT_NEAR(gpu_free_near(f0 + GiB, gran) - f0, GiB, gran);
+	ASSERT_NEAR(gpu_free_near(f0 + GiB, tol) - f0, GiB, tol);
 
 	struct vram_pool_info *infos = NULL;
 	size_t n = 0;
@@ -311,7 +313,7 @@ TEST(third_party_pause)
 
 	ASSERT_OK(vram_resume(c, &sel, 0, &rep));
 	print_report("third-party resume", &rep);
-	ASSERT_NEAR(gpu_free(), f0, gran);
+	ASSERT_NEAR(gpu_free(), f0, tol);
 	role_send(owner.to_child, "check");
 	role_expect(&owner, "ok", 60000);
 	role_finish(&owner, "exit");

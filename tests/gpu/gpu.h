@@ -55,6 +55,17 @@ static inline void gpu_require(void)
 	size_t total = 0;
 	CU_OK(G.cu.cuDeviceTotalMem(&total, G.dev));
 	G.total = total;
+	/* The first kernel (a memset) and copies may make the driver set
+	 * up memory of its own; do them now, not between two readings of
+	 * free memory. */
+	CUdeviceptr warm;
+	uint32_t word = 0;
+	CU_OK(G.cu.cuMemAlloc(&warm, 2u << 20));
+	CU_OK(G.cu.cuMemsetD32(warm, 1, (2u << 20) / 4));
+	CU_OK(G.cu.cuMemcpyDtoH(&word, warm, sizeof(word)));
+	CU_OK(G.cu.cuMemcpyHtoD(warm, &word, sizeof(word)));
+	CU_OK(G.cu.cuCtxSynchronize());
+	CU_OK(G.cu.cuMemFree(warm));
 }
 
 /* Device 0's free memory, as the driver tells this process. */
