@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "message.h"
 #include "server.h"
 #include "session.h"
 #include "transition.h"
@@ -105,23 +106,11 @@ static void handle_hello(struct session *s, uint64_t id, const Vram__Hello *h)
 	if (h->name && h->name[0])
 		snprintf(s->who.name, sizeof(s->who.name), "%s", h->name);
 	s->hello_done = true;
-	for (unsigned i = 0; i < srv->backend->n_devices; i++) {
-		const struct backend_device *d = &srv->backend->devices[i];
-		uint64_t free_b = 0, total = d->total_bytes;
-		backend_mem_info(srv->backend, i, &free_b, &total);
-		vram__device_info__init(&dev[i]);
-		dev[i].index = d->index;
-		dev[i].uuid = (char *)d->uuid;
-		dev[i].total_bytes = total;
-		dev[i].free_bytes = free_b;
-		dev[i].granularity = d->granularity;
-		devp[i] = &dev[i];
-	}
+	hr.n_devices = device_infos_fill(srv->backend, dev, devp);
 	hr.version = WIRE_PROTOCOL_VERSION;
 	hr.backend = (char *)srv->backend->ops->name;
 	hr.session_id = s->id;
 	hr.max_chunks = srv->cfg.max_chunks;
-	hr.n_devices = srv->backend->n_devices;
 	hr.devices = devp;
 	hr.daemon_version = VRAMD_VERSION;
 	resp.id = id;
@@ -137,41 +126,32 @@ static void reply_pool(struct session *s, uint64_t id, struct pool *p)
 	Vram__PoolReply pr = VRAM__POOL_REPLY__INIT;
 	Vram__PoolInfo info;
 	Vram__Mapper *mappers;
-	bool send_chunks = p->state == POOL_ACTIVE;
-	unsigned n = send_chunks ? p->n_chunks : 0, nfds = 0;
-	Vram__Chunk *chunks = calloc(n + 1, sizeof(*chunks));
-	Vram__Chunk **cptrs = calloc(n + 1, sizeof(*cptrs));
-	int *fds = calloc(n + 1, sizeof(*fds));
+	struct chunk_list l;
+	unsigned n = p->state == POOL_ACTIVE ? p->n_chunks : 0, nfds = n;
 
-	if (!chunks || !cptrs || !fds || pool_info_fill(p, &info, &mappers) < 0) {
+	if (chunk_list_make(&l, p, 0, n, 1) < 0) {
 		session_reply_error(s, id, ENOMEM, "out of memory");
-		goto out;
+		return;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		vram__chunk__init(&chunks[i]);
-		chunks[i].offset = p->chunks[i].offset;
-		chunks[i].size = p->chunks[i].size;
-		chunks[i].fd_index = (int32_t)nfds;
-		fds[nfds++] = p->chunks[i].fd;
-		cptrs[i] = &chunks[i];
+	if (pool_info_fill(p, &info, &mappers) < 0) {
+		session_reply_error(s, id, ENOMEM, "out of memory");
+		chunk_list_free(&l);
+		return;
 	}
 	pr.info = &info;
 	pr.n_chunks = n;
-	pr.chunks = cptrs;
+	pr.chunks = l.ptrs;
 	pr.backup_fd_index = -1;
 	if (p->backup_fd >= 0) {
 		pr.backup_fd_index = (int32_t)nfds;
-		fds[nfds++] = p->backup_fd;
+		l.fds[nfds++] = p->backup_fd;
 	}
 	resp.id = id;
 	resp.body_case = VRAM__RESPONSE__BODY_POOL;
 	resp.pool = &pr;
-	session_reply(s, &resp, fds, nfds);
+	session_reply(s, &resp, l.fds, nfds);
 	pool_info_clear(&info, mappers);
-out:
-	free(chunks);
-	free(cptrs);
-	free(fds);
+	chunk_list_free(&l);
 }
 
 static void handle_create(struct session *s, uint64_t id,
@@ -327,44 +307,30 @@ static void handle_grow(struct session *s, uint64_t id, const Vram__PoolGrow *g)
 				    strerror(-r));
 		return;
 	}
-	unsigned n = p->n_chunks - first;
-	Vram__Chunk *chunks = calloc(n, sizeof(*chunks));
-	Vram__Chunk **cptrs = calloc(n, sizeof(*cptrs));
-	int *fds = calloc(n, sizeof(*fds));
-	if (!chunks || !cptrs || !fds) {
-		/* The chunks stay in the pool; a later grow or open sends them. */
+	struct chunk_list l;
+	if (chunk_list_make(&l, p, first, p->n_chunks - first, 0) < 0) {
+		/* The chunks stay in the pool; a later open sends them. */
 		session_reply_error(s, id, ENOMEM, "out of memory");
-		goto out;
+		return;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		vram__chunk__init(&chunks[i]);
-		chunks[i].offset = p->chunks[first + i].offset;
-		chunks[i].size = p->chunks[first + i].size;
-		chunks[i].fd_index = (int32_t)i;
-		cptrs[i] = &chunks[i];
-		fds[i] = p->chunks[first + i].fd;
-	}
-	gr.n_chunks = n;
-	gr.chunks = cptrs;
+	gr.n_chunks = l.n;
+	gr.chunks = l.ptrs;
 	resp.id = id;
 	resp.body_case = VRAM__RESPONSE__BODY_GROW;
 	resp.grow = &gr;
-	session_reply(s, &resp, fds, n);
+	session_reply(s, &resp, l.fds, l.n);
 
 	/* Other mappers map the new chunks too. */
 	Vram__Event ev = VRAM__EVENT__INIT;
 	ev.kind = VRAM__EVENT_KIND__EVENT_GROW;
 	ev.pool_id = p->id;
-	ev.n_chunks = n;
-	ev.chunks = cptrs;
+	ev.n_chunks = l.n;
+	ev.chunks = l.ptrs;
 	for (struct mapper *m = p->mappers; m; m = m->next)
 		if (m->session != s)
-			session_send_event(m->session, &ev, fds, n);
+			session_send_event(m->session, &ev, l.fds, l.n);
+	chunk_list_free(&l);
 	server_update_status(srv);
-out:
-	free(chunks);
-	free(cptrs);
-	free(fds);
 }
 
 static void reply_ok(struct session *s, uint64_t id)
@@ -469,18 +435,7 @@ static void handle_stats(struct session *s, uint64_t id)
 	for (unsigned i = 0; i < srv->n_pools; i++)
 		if (srv->pools[i]->backup_valid)
 			backup += srv->pools[i]->bytes;
-	for (unsigned i = 0; i < srv->backend->n_devices; i++) {
-		const struct backend_device *d = &srv->backend->devices[i];
-		uint64_t free_b = 0, total = d->total_bytes;
-		backend_mem_info(srv->backend, i, &free_b, &total);
-		vram__device_info__init(&dev[i]);
-		dev[i].index = d->index;
-		dev[i].uuid = (char *)d->uuid;
-		dev[i].total_bytes = total;
-		dev[i].free_bytes = free_b;
-		dev[i].granularity = d->granularity;
-		devp[i] = &dev[i];
-	}
+	st.n_devices = device_infos_fill(srv->backend, dev, devp);
 	st.backend = (char *)srv->backend->ops->name;
 	st.sessions = srv->n_sessions;
 	st.pools = srv->n_pools;
@@ -488,7 +443,6 @@ static void handle_stats(struct session *s, uint64_t id)
 	st.backup_bytes = backup;
 	st.open_fds = server_open_fds();
 	st.uptime_ms = server_now_ms() - srv->start_ms;
-	st.n_devices = srv->backend->n_devices;
 	st.devices = devp;
 	st.daemon_version = VRAMD_VERSION;
 	resp.id = id;

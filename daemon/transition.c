@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "message.h"
 #include "server.h"
 #include "session.h"
 
@@ -73,62 +74,29 @@ static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
 static void round_send(struct pool *p, Vram__EventKind kind)
 {
 	Vram__Event ev = VRAM__EVENT__INIT;
-	Vram__Chunk *chunks = NULL, **cptrs = NULL;
-	int *fds = NULL;
-	unsigned n = 0;
+	struct chunk_list l;
+	unsigned n = kind == VRAM__EVENT_KIND__EVENT_RESUME ? p->n_chunks : 0;
 
+	if (chunk_list_make(&l, p, 0, n, 0) < 0) {
+		/* Every mapper misses this round: it times out and can be
+		 * retried; nothing is lost. */
+		log_err("pool %s: out of memory sending events", p->name);
+		return;
+	}
 	ev.event_id = p->event_id;
 	ev.kind = kind;
 	ev.pool_id = p->id;
-	if (kind == VRAM__EVENT_KIND__EVENT_RESUME && p->n_chunks) {
-		n = p->n_chunks;
-		chunks = calloc(n, sizeof(*chunks));
-		cptrs = calloc(n, sizeof(*cptrs));
-		fds = calloc(n, sizeof(*fds));
-		if (!chunks || !cptrs || !fds) {
-			/* Every mapper will miss this round: it times out
-			 * and can be retried, nothing is lost. */
-			log_err("pool %s: out of memory sending events", p->name);
-			goto out;
-		}
-		for (unsigned i = 0; i < n; i++) {
-			vram__chunk__init(&chunks[i]);
-			chunks[i].offset = p->chunks[i].offset;
-			chunks[i].size = p->chunks[i].size;
-			chunks[i].fd_index = (int32_t)i;
-			cptrs[i] = &chunks[i];
-			fds[i] = p->chunks[i].fd;
-		}
-		ev.n_chunks = n;
-		ev.chunks = cptrs;
-	}
-	/* Sending may close a session whose socket broke, which removes it
-	 * from the mappers: walk a snapshot of the sessions to notify. */
-	unsigned count = pool_mapper_count(p), k = 0;
-	struct session **targets = calloc(count ? count : 1, sizeof(*targets));
-	bool *backup = calloc(count ? count : 1, sizeof(*backup));
-	if (!targets || !backup) {
-		log_err("pool %s: out of memory sending events", p->name);
-		free(targets);
-		free(backup);
-		goto out;
-	}
+	ev.n_chunks = n;
+	ev.chunks = l.ptrs;
+	/* A failed send only marks its session for closing later
+	 * (session_close_later), so the mapper list stays as it is here. */
 	for (struct mapper *m = p->mappers; m; m = m->next) {
 		if (!m->pending)
 			continue;
-		backup[k] = m->backup;
-		targets[k++] = m->session;
+		ev.backup = m->backup;
+		session_send_event(m->session, &ev, l.fds, n);
 	}
-	for (unsigned i = 0; i < k; i++) {
-		ev.backup = backup[i];
-		session_send_event(targets[i], &ev, fds, n);
-	}
-	free(targets);
-	free(backup);
-out:
-	free(chunks);
-	free(cptrs);
-	free(fds);
+	chunk_list_free(&l);
 }
 
 static void late_pids(struct transition_item *it, struct pool *p)
@@ -394,9 +362,7 @@ static void item_begin(struct server *srv, struct transition *t,
 	if (r > 0)
 		round_send(p, t->resume ? VRAM__EVENT_KIND__EVENT_RESUME
 					: VRAM__EVENT_KIND__EVENT_PAUSE);
-	/* A session may have died while we sent: advance checks. */
-	if (p->op == it)
-		transition_advance(srv, p);
+	transition_advance(srv, p);
 }
 
 void transition_start(struct server *srv, struct session *requester,

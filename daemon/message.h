@@ -1,0 +1,29 @@
+/* Pieces of protobuf messages that several replies and events share. */
+#ifndef VRAMD_MESSAGE_H
+#define VRAMD_MESSAGE_H
+
+#include "backend.h"
+#include "pool.h"
+#include "vram.pb-c.h"
+
+/* Chunks of a pool as messages, with their fds in the same order
+ * (fd_index i is fds[i]). The fds stay the pool's. */
+struct chunk_list {
+	Vram__Chunk *chunks;
+	Vram__Chunk **ptrs;
+	int *fds;
+	unsigned n;
+};
+
+/* Describes p's chunks [first, first + n), leaving room for extra_fds more
+ * fds after them (the backup). Returns 0 or -ENOMEM. */
+int chunk_list_make(struct chunk_list *l, const struct pool *p, unsigned first,
+		    unsigned n, unsigned extra_fds);
+void chunk_list_free(struct chunk_list *l);
+
+/* Fills dev[i] and ptrs[i] for every device of b (BACKEND_MAX_DEVICES
+ * entries); strings point into b. Returns the number of devices. */
+unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
+			   Vram__DeviceInfo **ptrs);
+
+#endif
