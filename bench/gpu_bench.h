@@ -134,6 +134,17 @@ static inline int bench_parse_sizes(const char *s, uint64_t *out)
 	return n;
 }
 
+/* Whether the comma-separated list holds word. */
+static inline int bench_has(const char *list, const char *word)
+{
+	char buf[128];
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+		if (strcmp(t, word) == 0)
+			return 1;
+	return 0;
+}
+
 static inline void bench_csv_open(const char *path)
 {
 	if (!path)

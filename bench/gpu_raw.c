@@ -388,16 +388,6 @@ static void copy_sweep(uint64_t size)
 
 /* ---- main ----------------------------------------------------------------- */
 
-static int has(const char *list, const char *word)
-{
-	char buf[128];
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
-		if (strcmp(t, word) == 0)
-			return 1;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	uint64_t sizes[BENCH_MAX_SIZES];
@@ -474,7 +464,7 @@ int main(int argc, char **argv)
 				   bench_free() / 4 / GiB * GiB);
 	for (int pi = 0; pi < 2; pi++) {
 		const char *policy = pi == 0 ? "discard" : "host";
-		if (!has(policies, policy))
+		if (!bench_has(policies, policy))
 			continue;
 		for (int i = 0; i < n_sizes; i++) {
 			uint64_t size = sizes[i];

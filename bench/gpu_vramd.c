@@ -178,16 +178,6 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 	fflush(stdout);
 }
 
-static int has(const char *list, const char *word)
-{
-	char buf[128];
-	snprintf(buf, sizeof(buf), "%s", list);
-	for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
-		if (strcmp(t, word) == 0)
-			return 1;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	uint64_t sizes[BENCH_MAX_SIZES];
@@ -259,7 +249,7 @@ int main(int argc, char **argv)
 
 	for (int pi = 0; pi < 2; pi++) {
 		const char *policy = pi == 0 ? "discard" : "host";
-		if (!has(policies, policy))
+		if (!bench_has(policies, policy))
 			continue;
 		for (int i = 0; i < n_sizes; i++) {
 			uint64_t size = sizes[i];
@@ -279,10 +269,10 @@ int main(int argc, char **argv)
 		}
 	}
 	if (allocs) {
-		if (has(policies, "discard") && 19 * GiB < bench_free())
+		if (bench_has(policies, "discard") && 19 * GiB < bench_free())
 			bench_pool("discard", "1024x16M", 16 * GiB, 1024,
 				   cycles);
-		if (has(policies, "host") && 19 * GiB < bench_free() &&
+		if (bench_has(policies, "host") && 19 * GiB < bench_free() &&
 		    16 * GiB <= host_max && 48 * GiB < bench_mem_available())
 			bench_pool("host", "256x64M", 16 * GiB, 256, cycles);
 	}

@@ -175,12 +175,16 @@ TEST(daemon_has_no_context)
 	CU_OK(G.cu.cuMemsetD32(vram_pool_base(p), 1, GiB / 4));
 	CU_OK(G.cu.cuCtxSynchronize());
 
+	/* Asked while the daemon holds the pool's memory. */
 	int st = harness_run_capture(argv, out, sizeof(out));
+	snprintf(me, sizeof(me), "%d,", (int)getpid());
+	snprintf(daemon, sizeof(daemon), "%d,", (int)gpu_daemon.pid);
+	vram_pool_close(p);
+	vram_client_close(c);
+	gpu_daemon_stop();
 	if (st != 0)
 		SKIP("nvidia-smi not usable here (%d)", st);
 	fprintf(stderr, "nvidia-smi compute apps (pid, MiB):\n%s", out);
-	snprintf(me, sizeof(me), "%d,", (int)getpid());
-	snprintf(daemon, sizeof(daemon), "%d,", (int)gpu_daemon.pid);
 	/* A listing without this process (which has a context) proves
 	 * nothing: processes may be hidden (PID namespaces). */
 	int listed_me = 0, listed_daemon = 0;
@@ -191,9 +195,6 @@ TEST(daemon_has_no_context)
 	if (!listed_me)
 		SKIP("nvidia-smi does not list this process; cannot tell");
 	ASSERT(!listed_daemon);
-	vram_pool_close(p);
-	vram_client_close(c);
-	gpu_daemon_stop();
 }
 
 /* Data written by the GPU (a copy and a memset kernel, left running) is
