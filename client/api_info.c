@@ -224,3 +224,60 @@ out:
 	registry_client_leave(c);
 	return error_finish(eg, r);
 }
+
+int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
+	       int *driver_info)
+{
+	unsigned eg = error_generation();
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__Audit au = VRAM__AUDIT__INIT;
+	struct call call = { 0 };
+	int r;
+
+	if (!out || !n)
+		return error_finish(
+			eg, error_set(EINVAL, "vram_audit: out and n are required"));
+	*out = NULL;
+	*n = 0;
+	r = registry_client_enter(c);
+	if (r < 0)
+		return error_finish(eg, r);
+	req.body_case = VRAM__REQUEST__BODY_AUDIT;
+	req.audit = &au;
+	r = connection_call(c, &req, &call, -1);
+	if (r < 0)
+		goto out;
+	const Vram__Response *resp = call.msg->response;
+	if (resp->body_case != VRAM__RESPONSE__BODY_AUDIT || !resp->audit) {
+		r = error_set(EPROTO, "vramd answered audit with something else");
+		goto out;
+	}
+	const Vram__AuditReply *a = resp->audit;
+	struct vram_process_usage *u = calloc(a->n_processes + 1, sizeof(*u));
+	if (!u) {
+		r = error_set(ENOMEM, "out of memory");
+		goto out;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < a->n_processes; i++) {
+		const Vram__ProcessUsage *p = a->processes[i];
+		if (!p)
+			continue;
+		u[k].pid = p->pid;
+		u[k].device = p->device;
+		u[k].used_known = p->used_known;
+		u[k].used_bytes = p->used_bytes;
+		u[k].vramd_bytes = p->vramd_bytes;
+		u[k].is_vramd = p->is_vramd;
+		copy_str(u[k].name, sizeof(u[k].name), p->name);
+		k++;
+	}
+	*out = u;
+	*n = k;
+	if (driver_info)
+		*driver_info = a->driver_info;
+out:
+	call_release(&call);
+	registry_client_leave(c);
+	return error_finish(eg, r);
+}

@@ -32,6 +32,13 @@ struct chunk {
 
 struct backend;
 
+/* A process using a device, as the driver reports it. */
+struct backend_process {
+	uint32_t pid;
+	uint64_t used_bytes; /* BACKEND_USED_UNKNOWN if the driver cannot tell */
+};
+#define BACKEND_USED_UNKNOWN UINT64_MAX
+
 struct backend_ops {
 	const char *name;
 	/* Frees everything the backend holds; chunks must be released first. */
@@ -46,6 +53,10 @@ struct backend_ops {
 	int (*chunk_create)(struct backend *b, unsigned dev, struct chunk *c);
 	/* Drops the daemon's reference: closes c->fd and sets it to -1. */
 	void (*chunk_release)(struct backend *b, unsigned dev, struct chunk *c);
+	/* Optional: the processes using dev. Returns the count and *out
+	 * (free()), or -errno. NULL when the backend cannot tell. */
+	int (*processes)(struct backend *b, unsigned dev,
+			 struct backend_process **out);
 };
 
 struct backend {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "log.h"
 #include "message.h"
 #include "server.h"
@@ -490,6 +491,9 @@ void request_handle(struct session *s, Vram__Request *req, int *fds,
 		break;
 	case VRAM__REQUEST__BODY_STATS:
 		handle_stats(s, id);
+		break;
+	case VRAM__REQUEST__BODY_AUDIT:
+		audit_handle(s, id);
 		break;
 	case VRAM__REQUEST__BODY_PING:
 		reply_ok(s, id);

@@ -907,6 +907,141 @@ void   vram__stats__free_unpacked
   assert(message->base.descriptor == &vram__stats__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   vram__audit__init
+                     (Vram__Audit         *message)
+{
+  static const Vram__Audit init_value = VRAM__AUDIT__INIT;
+  *message = init_value;
+}
+size_t vram__audit__get_packed_size
+                     (const Vram__Audit *message)
+{
+  assert(message->base.descriptor == &vram__audit__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__audit__pack
+                     (const Vram__Audit *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__audit__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__audit__pack_to_buffer
+                     (const Vram__Audit *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__audit__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__Audit *
+       vram__audit__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__Audit *)
+     protobuf_c_message_unpack (&vram__audit__descriptor,
+                                allocator, len, data);
+}
+void   vram__audit__free_unpacked
+                     (Vram__Audit *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__audit__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   vram__process_usage__init
+                     (Vram__ProcessUsage         *message)
+{
+  static const Vram__ProcessUsage init_value = VRAM__PROCESS_USAGE__INIT;
+  *message = init_value;
+}
+size_t vram__process_usage__get_packed_size
+                     (const Vram__ProcessUsage *message)
+{
+  assert(message->base.descriptor == &vram__process_usage__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__process_usage__pack
+                     (const Vram__ProcessUsage *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__process_usage__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__process_usage__pack_to_buffer
+                     (const Vram__ProcessUsage *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__process_usage__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__ProcessUsage *
+       vram__process_usage__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__ProcessUsage *)
+     protobuf_c_message_unpack (&vram__process_usage__descriptor,
+                                allocator, len, data);
+}
+void   vram__process_usage__free_unpacked
+                     (Vram__ProcessUsage *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__process_usage__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   vram__audit_reply__init
+                     (Vram__AuditReply         *message)
+{
+  static const Vram__AuditReply init_value = VRAM__AUDIT_REPLY__INIT;
+  *message = init_value;
+}
+size_t vram__audit_reply__get_packed_size
+                     (const Vram__AuditReply *message)
+{
+  assert(message->base.descriptor == &vram__audit_reply__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__audit_reply__pack
+                     (const Vram__AuditReply *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__audit_reply__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__audit_reply__pack_to_buffer
+                     (const Vram__AuditReply *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__audit_reply__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__AuditReply *
+       vram__audit_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__AuditReply *)
+     protobuf_c_message_unpack (&vram__audit_reply__descriptor,
+                                allocator, len, data);
+}
+void   vram__audit_reply__free_unpacked
+                     (Vram__AuditReply *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__audit_reply__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   vram__ping__init
                      (Vram__Ping         *message)
 {
@@ -2612,6 +2747,191 @@ const ProtobufCMessageDescriptor vram__stats__descriptor =
   (ProtobufCMessageInit) vram__stats__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+#define vram__audit__field_descriptors NULL
+#define vram__audit__field_indices_by_name NULL
+#define vram__audit__number_ranges NULL
+const ProtobufCMessageDescriptor vram__audit__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.Audit",
+  "Audit",
+  "Vram__Audit",
+  "vram",
+  sizeof(Vram__Audit),
+  0,
+  vram__audit__field_descriptors,
+  vram__audit__field_indices_by_name,
+  0,  vram__audit__number_ranges,
+  (ProtobufCMessageInit) vram__audit__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor vram__process_usage__field_descriptors[7] =
+{
+  {
+    "pid",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, pid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, device),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "used_known",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, used_known),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "used_bytes",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, used_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "vramd_bytes",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, vramd_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "name",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "is_vramd",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, is_vramd),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned vram__process_usage__field_indices_by_name[] = {
+  1,   /* field[1] = device */
+  6,   /* field[6] = is_vramd */
+  5,   /* field[5] = name */
+  0,   /* field[0] = pid */
+  3,   /* field[3] = used_bytes */
+  2,   /* field[2] = used_known */
+  4,   /* field[4] = vramd_bytes */
+};
+static const ProtobufCIntRange vram__process_usage__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 7 }
+};
+const ProtobufCMessageDescriptor vram__process_usage__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.ProcessUsage",
+  "ProcessUsage",
+  "Vram__ProcessUsage",
+  "vram",
+  sizeof(Vram__ProcessUsage),
+  7,
+  vram__process_usage__field_descriptors,
+  vram__process_usage__field_indices_by_name,
+  1,  vram__process_usage__number_ranges,
+  (ProtobufCMessageInit) vram__process_usage__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor vram__audit_reply__field_descriptors[2] =
+{
+  {
+    "driver_info",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__AuditReply, driver_info),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "processes",
+    2,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__AuditReply, n_processes),
+    offsetof(Vram__AuditReply, processes),
+    &vram__process_usage__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned vram__audit_reply__field_indices_by_name[] = {
+  0,   /* field[0] = driver_info */
+  1,   /* field[1] = processes */
+};
+static const ProtobufCIntRange vram__audit_reply__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor vram__audit_reply__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.AuditReply",
+  "AuditReply",
+  "Vram__AuditReply",
+  "vram",
+  sizeof(Vram__AuditReply),
+  2,
+  vram__audit_reply__field_descriptors,
+  vram__audit_reply__field_indices_by_name,
+  1,  vram__audit_reply__number_ranges,
+  (ProtobufCMessageInit) vram__audit_reply__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 #define vram__ping__field_descriptors NULL
 #define vram__ping__field_indices_by_name NULL
 #define vram__ping__number_ranges NULL
@@ -2836,7 +3156,7 @@ const ProtobufCMessageDescriptor vram__event_ack__descriptor =
   (ProtobufCMessageInit) vram__event_ack__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__request__field_descriptors[13] =
+static const ProtobufCFieldDescriptor vram__request__field_descriptors[14] =
 {
   {
     "id",
@@ -2994,9 +3314,22 @@ static const ProtobufCFieldDescriptor vram__request__field_descriptors[13] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "audit",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__Request, body_case),
+    offsetof(Vram__Request, audit),
+    &vram__audit__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__request__field_indices_by_name[] = {
   11,   /* field[11] = ack */
+  13,   /* field[13] = audit */
   1,   /* field[1] = hello */
   0,   /* field[0] = id */
   9,   /* field[9] = list */
@@ -3014,7 +3347,7 @@ static const ProtobufCIntRange vram__request__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 1 },
-  { 0, 13 }
+  { 0, 14 }
 };
 const ProtobufCMessageDescriptor vram__request__descriptor =
 {
@@ -3024,7 +3357,7 @@ const ProtobufCMessageDescriptor vram__request__descriptor =
   "Vram__Request",
   "vram",
   sizeof(Vram__Request),
-  13,
+  14,
   vram__request__field_descriptors,
   vram__request__field_indices_by_name,
   2,  vram__request__number_ranges,
@@ -3121,7 +3454,7 @@ const ProtobufCMessageDescriptor vram__event__descriptor =
   (ProtobufCMessageInit) vram__event__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__response__field_descriptors[9] =
+static const ProtobufCFieldDescriptor vram__response__field_descriptors[10] =
 {
   {
     "id",
@@ -3231,8 +3564,21 @@ static const ProtobufCFieldDescriptor vram__response__field_descriptors[9] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "audit",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__Response, body_case),
+    offsetof(Vram__Response, audit),
+    &vram__audit_reply__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__response__field_indices_by_name[] = {
+  9,   /* field[9] = audit */
   1,   /* field[1] = err */
   5,   /* field[5] = grow */
   3,   /* field[3] = hello */
@@ -3247,7 +3593,7 @@ static const ProtobufCIntRange vram__response__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 3 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor vram__response__descriptor =
 {
@@ -3257,7 +3603,7 @@ const ProtobufCMessageDescriptor vram__response__descriptor =
   "Vram__Response",
   "vram",
   sizeof(Vram__Response),
-  9,
+  10,
   vram__response__field_descriptors,
   vram__response__field_indices_by_name,
   2,  vram__response__number_ranges,

@@ -35,6 +35,9 @@ typedef struct Vram__PoolInfo Vram__PoolInfo;
 typedef struct Vram__List Vram__List;
 typedef struct Vram__ListReply Vram__ListReply;
 typedef struct Vram__Stats Vram__Stats;
+typedef struct Vram__Audit Vram__Audit;
+typedef struct Vram__ProcessUsage Vram__ProcessUsage;
+typedef struct Vram__AuditReply Vram__AuditReply;
 typedef struct Vram__Ping Vram__Ping;
 typedef struct Vram__StatsReply Vram__StatsReply;
 typedef struct Vram__EventAck Vram__EventAck;
@@ -398,6 +401,65 @@ struct  Vram__Stats
      }
 
 
+struct  Vram__Audit
+{
+  ProtobufCMessage base;
+};
+#define VRAM__AUDIT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__audit__descriptor) \
+     }
+
+
+/*
+ * One process using a device: what the driver says it uses, and what it
+ * holds through vramd. The difference is memory vramd does not manage.
+ */
+struct  Vram__ProcessUsage
+{
+  ProtobufCMessage base;
+  uint32_t pid;
+  uint32_t device;
+  /*
+   * the driver reported this process's usage
+   */
+  protobuf_c_boolean used_known;
+  /*
+   * device memory in use by the process
+   */
+  uint64_t used_bytes;
+  /*
+   * bytes of vramd pools it has mapped (active)
+   */
+  uint64_t vramd_bytes;
+  /*
+   * its vramd client name, "" if not a client
+   */
+  char *name;
+  /*
+   * the daemon itself
+   */
+  protobuf_c_boolean is_vramd;
+};
+#define VRAM__PROCESS_USAGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__process_usage__descriptor) \
+    , 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0 }
+
+
+struct  Vram__AuditReply
+{
+  ProtobufCMessage base;
+  /*
+   * false: the backend cannot list processes
+   */
+  protobuf_c_boolean driver_info;
+  size_t n_processes;
+  Vram__ProcessUsage **processes;
+};
+#define VRAM__AUDIT_REPLY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__audit_reply__descriptor) \
+    , 0, 0,NULL }
+
+
 struct  Vram__Ping
 {
   ProtobufCMessage base;
@@ -463,7 +525,8 @@ typedef enum {
   VRAM__REQUEST__BODY_LIST = 18,
   VRAM__REQUEST__BODY_STATS = 19,
   VRAM__REQUEST__BODY_ACK = 20,
-  VRAM__REQUEST__BODY_PING = 21
+  VRAM__REQUEST__BODY_PING = 21,
+  VRAM__REQUEST__BODY_AUDIT = 22
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__REQUEST__BODY__CASE)
 } Vram__Request__BodyCase;
 
@@ -488,6 +551,7 @@ struct  Vram__Request
     Vram__Stats *stats;
     Vram__EventAck *ack;
     Vram__Ping *ping;
+    Vram__Audit *audit;
   };
 };
 #define VRAM__REQUEST__INIT \
@@ -523,7 +587,8 @@ typedef enum {
   VRAM__RESPONSE__BODY_GROW = 12,
   VRAM__RESPONSE__BODY_TRANSITION = 13,
   VRAM__RESPONSE__BODY_LIST = 14,
-  VRAM__RESPONSE__BODY_STATS = 15
+  VRAM__RESPONSE__BODY_STATS = 15,
+  VRAM__RESPONSE__BODY_AUDIT = 16
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__RESPONSE__BODY__CASE)
 } Vram__Response__BodyCase;
 
@@ -544,6 +609,7 @@ struct  Vram__Response
     Vram__TransitionReply *transition;
     Vram__ListReply *list;
     Vram__StatsReply *stats;
+    Vram__AuditReply *audit;
   };
 };
 #define VRAM__RESPONSE__INIT \
@@ -952,6 +1018,63 @@ Vram__Stats *
 void   vram__stats__free_unpacked
                      (Vram__Stats *message,
                       ProtobufCAllocator *allocator);
+/* Vram__Audit methods */
+void   vram__audit__init
+                     (Vram__Audit         *message);
+size_t vram__audit__get_packed_size
+                     (const Vram__Audit   *message);
+size_t vram__audit__pack
+                     (const Vram__Audit   *message,
+                      uint8_t             *out);
+size_t vram__audit__pack_to_buffer
+                     (const Vram__Audit   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__Audit *
+       vram__audit__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__audit__free_unpacked
+                     (Vram__Audit *message,
+                      ProtobufCAllocator *allocator);
+/* Vram__ProcessUsage methods */
+void   vram__process_usage__init
+                     (Vram__ProcessUsage         *message);
+size_t vram__process_usage__get_packed_size
+                     (const Vram__ProcessUsage   *message);
+size_t vram__process_usage__pack
+                     (const Vram__ProcessUsage   *message,
+                      uint8_t             *out);
+size_t vram__process_usage__pack_to_buffer
+                     (const Vram__ProcessUsage   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__ProcessUsage *
+       vram__process_usage__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__process_usage__free_unpacked
+                     (Vram__ProcessUsage *message,
+                      ProtobufCAllocator *allocator);
+/* Vram__AuditReply methods */
+void   vram__audit_reply__init
+                     (Vram__AuditReply         *message);
+size_t vram__audit_reply__get_packed_size
+                     (const Vram__AuditReply   *message);
+size_t vram__audit_reply__pack
+                     (const Vram__AuditReply   *message,
+                      uint8_t             *out);
+size_t vram__audit_reply__pack_to_buffer
+                     (const Vram__AuditReply   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__AuditReply *
+       vram__audit_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__audit_reply__free_unpacked
+                     (Vram__AuditReply *message,
+                      ProtobufCAllocator *allocator);
 /* Vram__Ping methods */
 void   vram__ping__init
                      (Vram__Ping         *message);
@@ -1147,6 +1270,15 @@ typedef void (*Vram__ListReply_Closure)
 typedef void (*Vram__Stats_Closure)
                  (const Vram__Stats *message,
                   void *closure_data);
+typedef void (*Vram__Audit_Closure)
+                 (const Vram__Audit *message,
+                  void *closure_data);
+typedef void (*Vram__ProcessUsage_Closure)
+                 (const Vram__ProcessUsage *message,
+                  void *closure_data);
+typedef void (*Vram__AuditReply_Closure)
+                 (const Vram__AuditReply *message,
+                  void *closure_data);
 typedef void (*Vram__Ping_Closure)
                  (const Vram__Ping *message,
                   void *closure_data);
@@ -1198,6 +1330,9 @@ extern const ProtobufCMessageDescriptor vram__pool_info__descriptor;
 extern const ProtobufCMessageDescriptor vram__list__descriptor;
 extern const ProtobufCMessageDescriptor vram__list_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats__descriptor;
+extern const ProtobufCMessageDescriptor vram__audit__descriptor;
+extern const ProtobufCMessageDescriptor vram__process_usage__descriptor;
+extern const ProtobufCMessageDescriptor vram__audit_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__ping__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__event_ack__descriptor;

@@ -298,6 +298,27 @@ struct vram_stats {
 
 int vram_stats(vram_client *c, struct vram_stats *out);
 
+/* One process using a device: what the driver reports it uses next to
+ * what it holds through vramd. used_bytes - vramd_bytes is memory the
+ * process allocated outside vramd (plus its driver context). */
+struct vram_process_usage {
+	uint32_t pid;
+	unsigned device;
+	int used_known;       /* 0: the driver did not report this process */
+	uint64_t used_bytes;  /* device memory in use, when used_known */
+	uint64_t vramd_bytes; /* bytes of active vramd pools it maps */
+	int is_vramd;         /* the daemon itself */
+	char name[64];        /* its vramd client name, "" if none */
+};
+
+/* Lists every process using a device (as the driver reports them) and
+ * every vramd client, with the memory each holds. *out is an array of *n
+ * entries owned by the caller (free()). driver_info (may be NULL) is set
+ * to 0 when the backend cannot list processes (the host backend): then
+ * only vramd clients appear. */
+int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
+	       int *driver_info);
+
 /* Human names: "active", "paused", ...; "discard", "host". Static. */
 const char *vram_state_name(enum vram_state s);
 const char *vram_policy_name(enum vram_policy p);

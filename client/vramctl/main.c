@@ -19,6 +19,8 @@ static const struct command commands[] = {
 	{ "resume", cmd_resume,
 	  "resume POOL | --tag TAG | --owner PID | --all" },
 	{ "drop", cmd_drop, "drop a pool: free its memory and backup" },
+	{ "audit", cmd_audit,
+	  "per process: device memory used vs held through vramd" },
 };
 
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -203,6 +203,7 @@ void json_kv_bool(struct json *j, const char *key, bool v);
 /* Each command gets argv with argv[0] = "vramctl NAME", parses its own
  * options and operands, connects, and returns an exit code. */
 int cmd_status(struct ctl *ctl, int argc, char **argv);
+int cmd_audit(struct ctl *ctl, int argc, char **argv);
 int cmd_ls(struct ctl *ctl, int argc, char **argv);
 int cmd_show(struct ctl *ctl, int argc, char **argv);
 int cmd_drop(struct ctl *ctl, int argc, char **argv);

@@ -105,9 +105,45 @@ TEST(exit_codes)
 	vram_client *c = integ_connect("deaf");
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_DISCARD, 0);
 	ASSERT_OK(vram_pool_reserve(w, 2 * MiB));
-	ASSERT_EQ(run_ctl(out, sizeof(out), "--timeout", "200", "pause", "w", NULL), 5);
+	ASSERT_EQ(run_ctl(out, sizeof(out), "--timeout", "200", "pause", "w"), 5);
 	ASSERT_EQ(run_ctl(out, sizeof(out), "drop", "w", NULL, NULL), 0);
 	ASSERT_EQ(run_ctl(out, sizeof(out), "show", "w", NULL, NULL), 4);
+	vram_client_close(c);
+	integ_stop();
+}
+
+/* On the host backend audit lists vramd clients with what they map. */
+TEST(audit_lists_clients_and_their_bytes)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_DISCARD, 0);
+	ASSERT_OK(vram_pool_reserve(w, 64 * MiB));
+	struct vram_process_usage *u = NULL;
+	size_t n = 0;
+	int driver_info = -1;
+	ASSERT_OK(vram_audit(c, &u, &n, &driver_info));
+	ASSERT_EQ(driver_info, 0);
+	ASSERT_EQ(n, 1);
+	ASSERT_EQ(u[0].pid, (uint32_t)getpid());
+	ASSERT_UEQ(u[0].vramd_bytes, 64 * MiB);
+	ASSERT_STREQ(u[0].name, "engine");
+	free(u);
+	ASSERT_OK(vram_client_start_thread(c));
+	static char out[8192];
+	ASSERT_EQ(run_ctl(out, sizeof(out), "--json", "audit", NULL, NULL), 0);
+	char prog[512];
+	snprintf(prog, sizeof(prog),
+		 "assert d['driver_info'] is False\n"
+		 "p=d['processes']\n"
+		 "assert len(p)==1 and p[0]['pid']==%d and p[0]['vramd_bytes']==%llu, p\n",
+		 (int)getpid(), 64 * MiB);
+	ASSERT_OK(check_json(out, prog));
+	/* A paused pool holds nothing. */
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	ASSERT_OK(vram_audit(c, &u, &n, NULL));
+	ASSERT_EQ(n, 0);
+	free(u);
 	vram_client_close(c);
 	integ_stop();
 }

@@ -1,0 +1,128 @@
+/* vramctl audit: per process and device, memory in use as the driver
+ * reports it next to what the process holds through vramd, so memory an
+ * engine allocated outside its pools (and that a pause cannot free) shows
+ * at once. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "vramctl.h"
+
+static const char audit_help[] =
+	"Usage: vramctl audit [--json]\n"
+	"\n"
+	"Lists every process using a GPU, as the driver reports them, and every\n"
+	"vramd client: USED is the device memory the process uses, VIA-VRAMD what\n"
+	"it maps through vramd pools, OUTSIDE the rest (allocations vramd does\n"
+	"not manage, which a pause does not free, plus the driver's context).\n"
+	"The host backend cannot list processes: only vramd clients appear.\n";
+
+static int audit_print_json(const struct vram_process_usage *u, size_t n,
+			    int driver_info)
+{
+	struct json j;
+
+	json_init(&j, stdout);
+	json_object_begin(&j);
+	json_kv_bool(&j, "driver_info", driver_info != 0);
+	json_key(&j, "processes");
+	json_array_begin(&j);
+	for (size_t i = 0; i < n; i++) {
+		json_object_begin(&j);
+		json_kv_uint(&j, "pid", u[i].pid);
+		json_kv_uint(&j, "device", u[i].device);
+		json_kv_string(&j, "name", u[i].name);
+		json_kv_bool(&j, "is_vramd", u[i].is_vramd != 0);
+		json_kv_bool(&j, "used_known", u[i].used_known != 0);
+		json_kv_uint(&j, "used_bytes", u[i].used_bytes);
+		json_kv_uint(&j, "vramd_bytes", u[i].vramd_bytes);
+		json_kv_uint(&j, "outside_bytes",
+			     u[i].used_known && u[i].used_bytes > u[i].vramd_bytes ?
+				     u[i].used_bytes - u[i].vramd_bytes :
+				     0);
+		json_object_end(&j);
+	}
+	json_array_end(&j);
+	json_object_end(&j);
+	return json_finish(&j);
+}
+
+static int audit_print_text(const struct vram_process_usage *u, size_t n,
+			    int driver_info)
+{
+	static const struct table_column cols[] = {
+		{ "PID", TABLE_RIGHT },	 { "NAME", TABLE_LEFT },
+		{ "DEV", TABLE_RIGHT },	 { "USED", TABLE_RIGHT },
+		{ "VIA-VRAMD", TABLE_RIGHT }, { "OUTSIDE", TABLE_RIGHT },
+	};
+	char a[CTL_FMT_MAX], b[CTL_FMT_MAX], c[CTL_FMT_MAX];
+	struct table *t;
+	int r;
+
+	if (!driver_info)
+		printf("(this backend cannot list device processes: vramd clients only)\n");
+	if (n == 0) {
+		printf("no processes\n");
+		return 0;
+	}
+	t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		table_cell(t, "%" PRIu32, u[i].pid);
+		table_cell(t, "%s", u[i].is_vramd ? "(vramd)" :
+				    u[i].name[0]   ? u[i].name :
+						     "-");
+		table_cell(t, "%u", u[i].device);
+		if (u[i].used_known) {
+			table_cell(t, "%s", fmt_bytes(u[i].used_bytes, a, sizeof(a)));
+		} else {
+			table_cell(t, "%s", "?");
+		}
+		table_cell(t, "%s", fmt_bytes(u[i].vramd_bytes, b, sizeof(b)));
+		if (u[i].used_known && u[i].used_bytes > u[i].vramd_bytes)
+			table_cell(t, "%s", fmt_bytes(u[i].used_bytes - u[i].vramd_bytes,
+						      c, sizeof(c)));
+		else
+			table_cell(t, "%s", u[i].used_known ? "0" : "?");
+	}
+	r = table_print(t, stdout, 0);
+	table_free(t);
+	return r;
+}
+
+int cmd_audit(struct ctl *ctl, int argc, char **argv)
+{
+	static const struct option longopts[] = { CTL_COMMON_LONGOPTS,
+						  { NULL, 0, NULL, 0 } };
+	char msg[CTL_FMT_MAX];
+	struct vram_process_usage *u = NULL;
+	size_t n = 0;
+	int driver_info = 0, opt, r;
+
+	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS, longopts,
+				  NULL)) != -1) {
+		r = ctl_common_option(ctl, opt, optarg);
+		if (r == CTL_HELP) {
+			fputs(audit_help, stdout);
+			return CTL_EXIT_OK;
+		}
+		if (r)
+			return r;
+	}
+	if (optind < argc)
+		return ctl_usage_error(ctl, "unexpected argument '%s'",
+				       argv[optind]);
+	r = ctl_connect(ctl);
+	if (r)
+		return r;
+	r = vram_audit(ctl->client, &u, &n, &driver_info);
+	if (r < 0) {
+		ctl_save_error(r, msg, sizeof(msg));
+		return ctl_report_error(ctl, "cannot audit the devices", r, msg);
+	}
+	r = ctl->json ? audit_print_json(u, n, driver_info) :
+			audit_print_text(u, n, driver_info);
+	free(u);
+	return ctl_output_done(ctl, r);
+}

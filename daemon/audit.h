@@ -1,0 +1,12 @@
+#ifndef VRAMD_AUDIT_H
+#define VRAMD_AUDIT_H
+
+#include <stdint.h>
+
+struct session;
+
+/* Answers an audit request: per process and device, memory in use as the
+ * driver reports it next to the memory held through vramd. */
+void audit_handle(struct session *s, uint64_t id);
+
+#endif
