@@ -272,12 +272,42 @@ static void cuda_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
 	c->fd = -1;
 }
 
+/* Processes using the device, from NVML (no context needed). */
+static int cuda_processes(struct backend *b, unsigned dev,
+			  struct backend_process **out)
+{
+	struct cuda_backend *cb = cuda_of(b);
+	struct nvml_process *np = NULL;
+	int n;
+
+	if (!cb->nvml_dev[dev])
+		return -EOPNOTSUPP;
+	n = nvml_processes(cb->nvml, cb->nvml_dev[dev], &np);
+	if (n < 0)
+		return n;
+	struct backend_process *bp = calloc((size_t)n + 1, sizeof(*bp));
+	if (!bp) {
+		free(np);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < n; i++) {
+		bp[i].pid = np[i].pid;
+		bp[i].used_bytes = np[i].used_bytes == NVML_USED_UNKNOWN ?
+					   BACKEND_USED_UNKNOWN :
+					   np[i].used_bytes;
+	}
+	free(np);
+	*out = bp;
+	return n;
+}
+
 static const struct backend_ops cuda_ops = {
 	.name = "cuda",
 	.destroy = cuda_destroy,
 	.mem_info = cuda_mem_info,
 	.chunk_create = cuda_chunk_create,
 	.chunk_release = cuda_chunk_release,
+	.processes = cuda_processes,
 };
 
 /* ---- opening ------------------------------------------------------------ */

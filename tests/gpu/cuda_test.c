@@ -500,3 +500,65 @@ TEST(readonly_mapper_shares_weights)
 	vram_client_close(c);
 	gpu_daemon_stop();
 }
+
+/* Finds this process's audit row on device 0; 0 when NVML lists it. */
+static int audit_me(vram_client *c, struct vram_process_usage *me)
+{
+	struct vram_process_usage *u = NULL;
+	size_t n = 0;
+	int driver_info = 0, found = -1;
+
+	ASSERT_OK(vram_audit(c, &u, &n, &driver_info));
+	for (size_t i = 0; i < n; i++) {
+		fprintf(stderr, "audit: pid %u dev %u used %s%llu MiB, via vramd %llu MiB%s\n",
+			u[i].pid, u[i].device, u[i].used_known ? "" : "? ",
+			(unsigned long long)(u[i].used_bytes >> 20),
+			(unsigned long long)(u[i].vramd_bytes >> 20),
+			u[i].is_vramd ? " (vramd)" : "");
+		if (u[i].pid == (uint32_t)getpid() && u[i].device == 0 &&
+		    u[i].used_known) {
+			*me = u[i];
+			found = 0;
+		}
+		/* The daemon never appears as a GPU user: it has no context. */
+		ASSERT(!u[i].is_vramd || !u[i].used_known || u[i].used_bytes == 0);
+	}
+	free(u);
+	return driver_info ? found : -1;
+}
+
+/* vramctl audit shows memory an engine allocated outside vramd: a bare
+ * cuMemAlloc of 2 GiB raises this process's OUTSIDE figure by 2 GiB while
+ * its vramd pool stays counted as held through vramd. */
+TEST(audit_shows_unmanaged_memory)
+{
+	struct vram_process_usage before, after;
+	CUdeviceptr bare;
+
+	gpu_require();
+	gpu_daemon_start();
+	vram_client *c = gpu_connect("auditee");
+	vram_pool *p = gpu_pool(c, "audited", VRAM_POLICY_DISCARD, 1 * GiB);
+	CU_OK(G.cu.cuMemsetD32(vram_pool_base(p), 3, GiB / 4));
+	CU_OK(G.cu.cuCtxSynchronize());
+	if (audit_me(c, &before) < 0) {
+		vram_pool_close(p);
+		vram_client_close(c);
+		gpu_daemon_stop();
+		SKIP("NVML does not report this process's memory here");
+	}
+	ASSERT_UEQ(before.vramd_bytes, 1 * GiB);
+	CU_OK(G.cu.cuMemAlloc(&bare, 2 * GiB));
+	CU_OK(G.cu.cuMemsetD32(bare, 1, GiB / 2));
+	CU_OK(G.cu.cuCtxSynchronize());
+	ASSERT_OK(audit_me(c, &after));
+	ASSERT_UEQ(after.vramd_bytes, 1 * GiB);
+	/* The vramd part is unchanged, so the outside part grew by what
+	 * used grew by. */
+	ASSERT(after.used_bytes > before.used_bytes);
+	ASSERT_NEAR(after.used_bytes - before.used_bytes, 2 * GiB, 64 * MiB);
+	CU_OK(G.cu.cuMemFree(bare));
+	vram_pool_close(p);
+	vram_client_close(c);
+	gpu_daemon_stop();
+}
