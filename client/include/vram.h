@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* ssize_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -322,6 +323,62 @@ int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
 /* Human names: "active", "paused", ...; "discard", "host". Static. */
 const char *vram_state_name(enum vram_state s);
 const char *vram_policy_name(enum vram_policy p);
+
+/* ---- PyTorch allocator ----------------------------------------------------
+ * Entry points for PyTorch's pluggable allocator, so that a
+ * torch.cuda.MemPool takes its memory from vramd pools:
+ *
+ *   alloc = torch.cuda.memory.CUDAPluggableAllocator(
+ *           "/path/to/libvram.so.0", "vram_torch_malloc", "vram_torch_free")
+ *   mempool = torch.cuda.MemPool(alloc.allocator())
+ *
+ * The Python package (vram.torch, see docs/python.md) does this; C and C++
+ * programs may too. Allocations come from the pool current on the calling
+ * thread: the top of a per-thread stack of pools (vram_torch_push_pool),
+ * else the process's default pool (vram_torch_set_default_pool). Only pools
+ * this process owns (made with vram_pool_create) can be used. A pool
+ * pushed or made default is remembered, by its range, until a pool whose
+ * range overlaps it is registered (its range is then free again, so it was
+ * closed): vram_torch_free finds a pointer's pool that way, on any thread.
+ *
+ * On the cuda backend, growing a pool from vram_torch_malloc runs in the
+ * relaxed stream-capture mode, so allocations during a CUDA graph capture
+ * work, and vram_torch_free first waits for the allocation's stream (as
+ * cudaFree waits for the device) unless that stream is capturing. Driver
+ * calls use the device's primary context, PyTorch's.
+ */
+
+/* PyTorch's malloc: size bytes on device (the pool's device; -1: any) for
+ * stream (unused: pool memory is not tied to a stream). Returns the
+ * pointer, owned by the pool until vram_torch_free, or NULL on failure:
+ * no pool current, another device, the pool paused or full. The reason is
+ * logged (VRAM_LOG_WARN for a full pool, else VRAM_LOG_ERROR) and kept for
+ * vram_torch_last_error(). */
+void *vram_torch_malloc(ssize_t size, int device, void *stream);
+
+/* PyTorch's free: gives back ptr from vram_torch_malloc, whatever pool is
+ * current. NULL is a no-op. An unknown pointer is logged and ignored, and
+ * so, quietly (VRAM_LOG_DEBUG), is a pointer whose pool was closed before
+ * PyTorch let go of it (as at exit). size, device and stream are those of
+ * the allocation. */
+void vram_torch_free(void *ptr, ssize_t size, int device, void *stream);
+
+/* Makes p the current pool of this thread until the matching pop; pushes
+ * nest (at most 64 deep). p must be a pool this client owns. Returns 0,
+ * -EINVAL (not an open pool), -EPERM (a pool opened, not owned),
+ * -EOVERFLOW. */
+int vram_torch_push_pool(vram_pool *p);
+
+/* Undoes the last push on this thread: 0, or -EINVAL if there is none. */
+int vram_torch_pop_pool(void);
+
+/* Sets the pool used on threads that have pushed none (NULL: none, the
+ * default; allocations then fail). Same errors as vram_torch_push_pool. */
+int vram_torch_set_default_pool(vram_pool *p);
+
+/* Why the last vram_torch_malloc on this thread failed; "" if it did not.
+ * Valid until the next vram_torch_malloc on this thread. */
+const char *vram_torch_last_error(void);
 
 #ifdef __cplusplus
 }
