@@ -1,0 +1,347 @@
+"""ctypes bindings of libvram, the vramd client library.
+
+This module mirrors client/include/vram.h: the structures, the functions'
+signatures, and how the library is found. Nothing here raises on a failed
+call; vram/__init__.py turns negative errno returns into exceptions.
+
+The library is looked up, first found wins:
+
+1. ``$VRAM_LIBRARY``: a path (or a name for the system loader);
+2. ``$VRAM_BUILD/libvram.so.0`` (the Makefile sets VRAM_BUILD for tests);
+3. ``build/libvram.so.0`` of the source tree this package sits in
+   (client/python/vram -> the repository root), for a package imported from
+   the source tree;
+4. ``libvram.so.0`` through the system loader (``make install``).
+
+Exit: libvram closes whatever is left at exit by itself, from an atexit
+handler and a destructor that run after the interpreter has finished. The
+Python side must therefore never call into libvram while the interpreter
+tears itself down: ``exiting()`` turns true from an atexit handler registered
+when this module is imported, and every finalizer checks it.
+"""
+
+import atexit
+import ctypes
+import os
+import sys
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_int,
+    c_size_t,
+    c_ssize_t,
+    c_uint,
+    c_uint32,
+    c_uint64,
+    c_void_p,
+)
+
+# ---- constants (vram.h) ----------------------------------------------------
+
+LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
+POLICY_DISCARD, POLICY_HOST = 0, 1
+STATE_ACTIVE, STATE_PAUSING, STATE_PAUSED, STATE_RESUMING = 0, 1, 2, 3
+POOL_PERSIST = 0x1
+OPEN_READONLY = 0x1
+MAX_DEVICES = 16
+
+# ---- structures ------------------------------------------------------------
+
+
+class PoolOptions(Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("tag", c_char_p),
+        ("device", c_uint),
+        ("policy", c_int),
+        ("reserve_bytes", c_uint64),
+        ("flags", c_uint),
+    ]
+
+
+class Selector(Structure):
+    _fields_ = [
+        ("name", c_char_p),
+        ("tag", c_char_p),
+        ("owner_pid", c_uint32),
+        ("all", c_int),
+    ]
+
+
+class Report(Structure):
+    _fields_ = [
+        ("pools", c_uint32),
+        ("bytes", c_uint64),
+        ("free_before", c_uint64),
+        ("free_after", c_uint64),
+        ("failed", c_uint32),
+    ]
+
+
+class MapperInfo(Structure):
+    _fields_ = [
+        ("pid", c_uint32),
+        ("uid", c_uint32),
+        ("name", c_char * 64),
+        ("readonly", c_int),
+    ]
+
+
+class PoolInfo(Structure):
+    _fields_ = [
+        ("id", c_uint64),
+        ("name", c_char * 128),
+        ("tag", c_char * 64),
+        ("device", c_uint),
+        ("state", c_int),
+        ("policy", c_int),
+        ("bytes", c_uint64),
+        ("reserve_bytes", c_uint64),
+        ("backup_bytes", c_uint64),
+        ("chunks", c_uint32),
+        ("owner_pid", c_uint32),
+        ("owner_uid", c_uint32),
+        ("owner_name", c_char * 64),
+        ("flags", c_uint),
+        ("n_mappers", c_uint32),
+        ("mappers", POINTER(MapperInfo)),
+    ]
+
+
+class DeviceInfo(Structure):
+    _fields_ = [
+        ("index", c_uint),
+        ("uuid", c_char * 64),
+        ("total_bytes", c_uint64),
+        ("free_bytes", c_uint64),
+        ("granularity", c_uint64),
+    ]
+
+
+class Stats(Structure):
+    _fields_ = [
+        ("backend", c_char * 16),
+        ("daemon_version", c_char * 32),
+        ("sessions", c_uint32),
+        ("pools", c_uint32),
+        ("used_bytes", c_uint64),
+        ("backup_bytes", c_uint64),
+        ("open_fds", c_uint32),
+        ("uptime_ms", c_uint64),
+        ("n_devices", c_uint),
+        ("devices", DeviceInfo * MAX_DEVICES),
+    ]
+
+
+class ProcessUsage(Structure):
+    _fields_ = [
+        ("pid", c_uint32),
+        ("device", c_uint),
+        ("used_known", c_int),
+        ("used_bytes", c_uint64),
+        ("vramd_bytes", c_uint64),
+        ("is_vramd", c_int),
+        ("name", c_char * 64),
+    ]
+
+
+LogFn = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+
+# name: (restype, argtypes). Handles are c_void_p (Python ints or None).
+_PROTOTYPES = {
+    "vram_version": (c_char_p, []),
+    "vram_version_number": (c_int, []),
+    "vram_set_log_handler": (None, [LogFn, c_int, c_void_p]),
+    "vram_last_error": (c_char_p, []),
+    "vram_connect": (c_int, [c_char_p, c_char_p, c_uint, POINTER(c_void_p)]),
+    "vram_client_close": (None, [c_void_p]),
+    "vram_ping": (c_int, [c_void_p]),
+    "vram_client_backend": (c_char_p, [c_void_p]),
+    "vram_client_fd": (c_int, [c_void_p]),
+    "vram_client_dispatch": (c_int, [c_void_p, c_int]),
+    "vram_client_start_thread": (c_int, [c_void_p]),
+    "vram_pool_create": (
+        c_int,
+        [c_void_p, POINTER(PoolOptions), POINTER(c_void_p)],
+    ),
+    "vram_pool_open": (c_int, [c_void_p, c_char_p, c_uint, POINTER(c_void_p)]),
+    "vram_pool_close": (None, [c_void_p]),
+    "vram_pool_drop": (c_int, [c_void_p, c_char_p]),
+    "vram_pool_base": (c_size_t, [c_void_p]),
+    "vram_pool_size": (c_uint64, [c_void_p]),
+    "vram_pool_state": (c_int, [c_void_p]),
+    "vram_pool_name": (c_char_p, [c_void_p]),
+    "vram_pool_reserve": (c_int, [c_void_p, c_uint64]),
+    "vram_alloc": (c_int, [c_void_p, c_size_t, POINTER(c_void_p)]),
+    "vram_free": (c_int, [c_void_p, c_void_p]),
+    "vram_pause": (c_int, [c_void_p, POINTER(Selector), c_uint, POINTER(Report)]),
+    "vram_resume": (c_int, [c_void_p, POINTER(Selector), c_uint, POINTER(Report)]),
+    "vram_pool_pause": (c_int, [c_void_p, POINTER(Report)]),
+    "vram_pool_resume": (c_int, [c_void_p, POINTER(Report)]),
+    "vram_list": (
+        c_int,
+        [c_void_p, POINTER(Selector), POINTER(POINTER(PoolInfo)), POINTER(c_size_t)],
+    ),
+    "vram_pool_info_free": (None, [POINTER(PoolInfo), c_size_t]),
+    "vram_stats": (c_int, [c_void_p, POINTER(Stats)]),
+    "vram_state_name": (c_char_p, [c_int]),
+    "vram_policy_name": (c_char_p, [c_int]),
+}
+
+# Newer entry points: present or not, depending on the libvram found.
+_OPTIONAL = {
+    "vram_audit": (
+        c_int,
+        [c_void_p, POINTER(POINTER(ProcessUsage)), POINTER(c_size_t), POINTER(c_int)],
+    ),
+    "vram_torch_malloc": (c_void_p, [c_ssize_t, c_int, c_void_p]),
+    "vram_torch_free": (None, [c_void_p, c_ssize_t, c_int, c_void_p]),
+    "vram_torch_push_pool": (c_int, [c_void_p]),
+    "vram_torch_pop_pool": (c_int, []),
+    "vram_torch_set_default_pool": (c_int, [c_void_p]),
+    "vram_torch_last_error": (c_char_p, []),
+}
+
+
+class LibraryNotFound(OSError):
+    """libvram.so.0 could not be loaded from any of the places tried."""
+
+
+def _source_tree_build():
+    """build/libvram.so.0 when this package is imported from the source
+    tree (client/python/vram inside a vramd checkout), else None."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    if not os.path.exists(os.path.join(root, "client", "include", "vram.h")):
+        return None
+    return os.path.join(root, "build", "libvram.so.0")
+
+
+def candidates():
+    """Where libvram is looked for, in order (see the module's docstring)."""
+    env = os.environ.get("VRAM_LIBRARY")
+    if env:
+        # Asked for explicitly: nothing else is tried.
+        return [env]
+    out = []
+    build = os.environ.get("VRAM_BUILD")
+    if build:
+        out.append(os.path.join(build, "libvram.so.0"))
+    tree = _source_tree_build()
+    if tree:
+        out.append(tree)
+    out.append("libvram.so.0")
+    return out
+
+
+def _load():
+    errors = []
+    for path in candidates():
+        if os.sep in path and not os.path.exists(path):
+            errors.append(f"{path}: no such file")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            errors.append(f"{path}: {e}")
+    raise LibraryNotFound(
+        "cannot load libvram (set VRAM_LIBRARY to its path): " + "; ".join(errors)
+    )
+
+
+def _bind(lib):
+    for name, (res, args) in _PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    for name, (res, args) in _OPTIONAL.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = res
+            fn.argtypes = args
+
+
+lib, path = _load()
+_bind(lib)
+
+
+def has(name):
+    """Whether the loaded libvram has the entry point name."""
+    return hasattr(lib, name)
+
+
+def last_error():
+    """vram_last_error() of this thread, as text."""
+    msg = lib.vram_last_error()
+    return msg.decode("utf-8", "replace") if msg else ""
+
+
+def text(b):
+    """A char array or char * from libvram as str ("" for NULL)."""
+    if b is None:
+        return ""
+    return b.decode("utf-8", "replace")
+
+
+def encode(s):
+    """str -> bytes for a const char * argument (None stays NULL)."""
+    if s is None:
+        return None
+    if isinstance(s, bytes):
+        return s
+    return os.fsencode(s) if isinstance(s, os.PathLike) else s.encode("utf-8")
+
+
+# ---- exit --------------------------------------------------------------------
+
+_exiting = False
+_log_callback = None  # the installed LogFn, kept alive while installed
+
+
+def exiting():
+    """True once the interpreter has begun to exit: from then on nothing
+    calls into libvram from a finalizer (libvram closes what is left
+    itself, after the interpreter)."""
+    if _exiting:
+        return True
+    try:
+        return sys.is_finalizing()
+    except Exception:  # sys half torn down
+        return True
+
+
+def set_log_handler(fn, level):
+    """Installs fn(level, message) as libvram's log handler (None removes
+    it). The handler must not call libvram. It is removed at exit, before
+    the interpreter goes, since libvram may log while it closes."""
+    global _log_callback
+    if fn is None:
+        lib.vram_set_log_handler(LogFn(), LOG_ERROR, None)
+        _log_callback = None
+        return
+
+    def trampoline(lvl, msg, _userdata):
+        try:
+            fn(lvl, text(msg))
+        except Exception:
+            pass  # nowhere to report it; never unwind into C
+
+    cb = LogFn(trampoline)
+    lib.vram_set_log_handler(cb, level, None)
+    _log_callback = cb
+
+
+def _at_exit():
+    global _exiting
+    _exiting = True
+    if _log_callback is not None:
+        # A NULL function pointer: libvram prints nothing from now on. The
+        # callback object itself is kept (never freed) in case a libvram
+        # thread copied it out just before.
+        lib.vram_set_log_handler(LogFn(), LOG_ERROR, None)
+
+
+atexit.register(_at_exit)
