@@ -127,7 +127,12 @@ void transition_advance(struct server *srv, struct pool *p)
 			return;
 		}
 		bool undoing = p->undoing;
+		uint64_t t0 = uv_hrtime();
+		if (it && t0 > it->t->t_acked)
+			it->t->t_acked = t0;
 		bytes = pool_pause_finish(p, srv->backend);
+		if (it)
+			it->t->release_ns += uv_hrtime() - t0;
 		if (bytes < 0) {
 			if (it)
 				item_fail(it, (int)-bytes, "pause failed: %s",
@@ -150,6 +155,8 @@ void transition_advance(struct server *srv, struct pool *p)
 		item_done(it);
 		return;
 	case POOL_RESUMING:
+		if (it && uv_hrtime() > it->t->t_acked)
+			it->t->t_acked = uv_hrtime();
 		r = pool_resume_finish(p);
 		if (r == 0) {
 			log_info("pool %s resumed", p->name);
@@ -202,14 +209,14 @@ void transition_ack(struct server *srv, struct session *s, uint64_t event_id,
 
 static void build_reply(struct transition *t, Vram__Response *resp,
 			Vram__TransitionReply *tr, Vram__PoolResult *res,
-			Vram__PoolResult **resp_ptrs)
+			Vram__PoolResult **resp_ptrs, uint64_t free_after)
 {
 	unsigned all_already = t->n_items > 0;
 	int first_err = 0;
 	const char *first_msg = NULL;
 
 	tr->free_before = t->free_before;
-	tr->free_after = server_free_bytes(t->srv);
+	tr->free_after = free_after;
 	for (unsigned i = 0; i < t->n_items; i++) {
 		struct transition_item *it = &t->items[i];
 		vram__pool_result__init(&res[i]);
@@ -263,13 +270,24 @@ static void transition_finish(struct transition *t)
 			break;
 		}
 	}
+	uint64_t t_free = uv_hrtime();
+	uint64_t free_after = server_free_bytes(srv);
+	uint64_t t_end = uv_hrtime();
+	if (t->t_acked)
+		log_info("%s of %u pool(s) took %.2f ms: mappers %.2f ms, "
+			 "creating or releasing chunks %.2f ms, reading device "
+			 "memory %.2f ms",
+			 t->resume ? "resume" : "pause", t->n_items,
+			 (t_end - t->t_start) / 1e6,
+			 t->t_acked ? (t->t_acked - t->t_start) / 1e6 : 0.0,
+			 t->release_ns / 1e6, (t_end - t_free) / 1e6);
 	if (t->requester) {
 		Vram__Response resp = VRAM__RESPONSE__INIT;
 		Vram__TransitionReply tr = VRAM__TRANSITION_REPLY__INIT;
 		Vram__PoolResult *res = calloc(t->n_items + 1, sizeof(*res));
 		Vram__PoolResult **ptrs = calloc(t->n_items + 1, sizeof(*ptrs));
 		if (res && ptrs) {
-			build_reply(t, &resp, &tr, res, ptrs);
+			build_reply(t, &resp, &tr, res, ptrs, free_after);
 			session_reply(t->requester, &resp, NULL, 0);
 		} else {
 			session_reply_error(t->requester, t->request_id, ENOMEM,
@@ -326,9 +344,11 @@ static void item_begin(struct server *srv, struct transition *t,
 			  p->name);
 		return;
 	}
-	if (t->resume)
+	if (t->resume) {
+		uint64_t t0 = uv_hrtime();
 		r = pool_resume_begin(p, srv->backend, event_id);
-	else
+		t->release_ns += uv_hrtime() - t0;
+	} else
 		r = pool_pause_begin(p, event_id);
 	if (r < 0) {
 		switch (r) {
@@ -384,6 +404,7 @@ void transition_start(struct server *srv, struct session *requester,
 	t->request_id = request_id;
 	t->resume = resume;
 	t->starting = true;
+	t->t_start = uv_hrtime();
 	t->free_before = server_free_bytes(srv);
 	uv_timer_init(srv->loop, &t->timer);
 	t->timer.data = t;

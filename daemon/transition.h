@@ -40,6 +40,9 @@ struct transition {
 	uv_timer_t timer;
 	unsigned n_items, outstanding;
 	uint64_t free_before;
+	/* Where the time goes (uv_hrtime, ns), logged when it ends: from the
+	 * start to the last mapper's ack, and the daemon's own creates or releases. */
+	uint64_t t_start, t_acked, release_ns;
 	struct transition_item items[];
 };
 

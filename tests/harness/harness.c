@@ -764,6 +764,29 @@ fail:
 	return err;
 }
 
+/* With VRAM_KEEP_LOGS set to a directory, the daemon's log is appended to
+ * DIR/vramd.log before the temporary directory goes: benchmarks' daemons
+ * log where their time went. */
+static void keep_log(struct harness_daemon *d)
+{
+	const char *dir = getenv("VRAM_KEEP_LOGS");
+	char path[512], buf[8192];
+	ssize_t n;
+
+	if (!dir || !dir[0])
+		return;
+	snprintf(path, sizeof(path), "%s/vramd.log", dir);
+	int in = open(d->log, O_RDONLY | O_CLOEXEC);
+	int out = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			break;
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+}
+
 int harness_daemon_stop(struct harness_daemon *d)
 {
 	int status;
@@ -785,6 +808,7 @@ int harness_daemon_stop(struct harness_daemon *d)
 		}
 	}
 	status = d->status;
+	keep_log(d);
 	daemon_cleanup(d);
 	return status;
 }
