@@ -620,6 +620,11 @@ int connection_open(int sock, const char *name, struct vram_client **out)
 			c->backend, strerror(-r));
 		goto fail;
 	}
+	for (unsigned i = 0; i < c->n_devices; i++)
+		if (c->devices[i].index < VMM_MAX_DEVICES)
+			snprintf(c->vmm->dev_uuid[c->devices[i].index],
+				 sizeof(c->vmm->dev_uuid[0]), "%s",
+				 c->devices[i].uuid);
 	log_write(VRAM_LOG_INFO,
 		  "connected to vramd %s (backend %s, session %llu)",
 		  c->daemon_version, c->backend,

@@ -51,9 +51,16 @@ struct vmm_ops {
 		    const struct vmm_span *spans, size_t n);
 };
 
+#define VMM_MAX_DEVICES 16
+
 struct vmm {
 	const struct vmm_ops *ops;
 	void *priv;
+	/* The daemon's devices by its index, as its hello reply names them:
+	 * a GPU half finds its own device by UUID ("" : by index), since this
+	 * process may see the devices in another order or a subset of them
+	 * (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES). */
+	char dev_uuid[VMM_MAX_DEVICES][64];
 };
 
 /* Opens the client side of the named backend. -ENOENT if its library is

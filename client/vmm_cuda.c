@@ -93,6 +93,34 @@ static unsigned env_unsigned(const char *name, unsigned def, unsigned lo,
 	return (unsigned)v;
 }
 
+/* This process's device for the daemon's device dev: the one with the
+ * UUID the daemon announced, whatever index it has here; by index when
+ * the daemon named none. CUDA_ERROR_INVALID_DEVICE when it is not here. */
+static CUresult vc_find_device(struct vmm_cuda *vc, unsigned dev, CUdevice *out)
+{
+	const char *want = vc->base.dev_uuid[dev];
+	char have[64];
+	CUuuid uuid;
+	CUresult cr;
+
+	if (!want[0])
+		return vc->cu.cuDeviceGet(out, (int)dev);
+	for (int i = 0; i < vc->n_devices; i++) {
+		CUdevice d;
+		cr = vc->cu.cuDeviceGet(&d, i);
+		if (cr == CUDA_SUCCESS)
+			cr = vc->cu.cuDeviceGetUuid(&uuid, d);
+		if (cr != CUDA_SUCCESS)
+			return cr;
+		cuda_format_uuid(&uuid, have, sizeof(have));
+		if (strcmp(have, want) == 0) {
+			*out = d;
+			return CUDA_SUCCESS;
+		}
+	}
+	return CUDA_ERROR_INVALID_DEVICE;
+}
+
 /* cuInit once, then the primary context of dev retained once (lock held). */
 static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
 {
@@ -113,7 +141,8 @@ static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
 	if (vc->inited < 0)
 		return error_set(vc->inited,
 				 "cuda: the driver failed to start");
-	if (dev >= VMM_CUDA_MAX_DEVICES || (int)dev >= vc->n_devices)
+	if (dev >= VMM_CUDA_MAX_DEVICES || dev >= VMM_MAX_DEVICES ||
+	    (!vc->base.dev_uuid[dev][0] && (int)dev >= vc->n_devices))
 		return error_set(ENODEV,
 				 "cuda: no device %u in this process "
 				 "(%d visible): it must see the daemon's "
@@ -122,7 +151,12 @@ static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
 	d = &vc->devs[dev];
 	if (d->retained)
 		return 0;
-	cr = vc->cu.cuDeviceGet(&d->dev, (int)dev);
+	cr = vc_find_device(vc, dev, &d->dev);
+	if (cr == CUDA_ERROR_INVALID_DEVICE)
+		return error_set(ENODEV,
+				 "cuda: the daemon's device %u (%s) is not visible "
+				 "in this process (check CUDA_VISIBLE_DEVICES)",
+				 dev, vc->base.dev_uuid[dev]);
 	if (cr == CUDA_SUCCESS)
 		cr = vc->cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
 	if (cr != CUDA_SUCCESS)

@@ -312,16 +312,6 @@ static const struct backend_ops cuda_ops = {
 
 /* ---- opening ------------------------------------------------------------ */
 
-static void cuda_format_uuid(const CUuuid *u, char *out, size_t len)
-{
-	const unsigned char *b = (const unsigned char *)u->bytes;
-	snprintf(out, len,
-		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-		 "%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-		 b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
 /* Fills b->devices[i] for CUDA device i; -ENODEV if it cannot serve. */
 static int cuda_device_init(struct cuda_backend *cb, unsigned i)
 {

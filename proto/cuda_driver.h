@@ -294,6 +294,19 @@ static inline int cuda_errno(CUresult r)
 
 /* "CUDA_ERROR_OUT_OF_MEMORY: out of memory" for logs, in a buffer of this
  * thread valid until its next call. */
+/* A device UUID as nvidia-smi prints it: GPU-xxxxxxxx-xxxx-xxxx-xxxx-...
+ * The daemon announces devices by it, and a client finds the same device
+ * by it whatever CUDA_VISIBLE_DEVICES says. */
+static inline void cuda_format_uuid(const CUuuid *u, char *out, size_t len)
+{
+	const unsigned char *b = (const unsigned char *)u->bytes;
+	snprintf(out, len,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+		 b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
 static inline const char *cuda_strerror(const struct cuda_driver *d, CUresult r)
 {
 	static __thread char buf[160];

@@ -310,3 +310,28 @@ TEST(threads_map_concurrently)
 	ASSERT_EQ(fake_count("retained"), 1);
 	vmm_destroy(v);
 }
+
+/* The daemon names its devices by UUID; this process may see them in
+ * another order (CUDA_VISIBLE_DEVICES): the daemon's device 0 is found
+ * where it is here, and one not visible here is a clear ENODEV. */
+TEST(device_found_by_the_daemons_uuid)
+{
+	setenv("FAKE_CUDA_DEVICES", "2", 1);
+	struct vmm *v = fake_vmm();
+	uintptr_t base;
+
+	/* The fake's device 1 has UUID bytes 16..31. */
+	snprintf(v->dev_uuid[0], sizeof(v->dev_uuid[0]), "%s",
+		 "GPU-10111213-1415-1617-1819-1a1b1c1d1e1f");
+	ASSERT_OK(v->ops->reserve(v, 0, 4 * GRAN, GRAN, &base));
+	ASSERT_OK(v->ops->unreserve(v, base, 4 * GRAN));
+	vmm_destroy(v);
+
+	v = fake_vmm();
+	snprintf(v->dev_uuid[0], sizeof(v->dev_uuid[0]), "%s",
+		 "GPU-ffffffff-ffff-ffff-ffff-ffffffffffff");
+	ASSERT_EQ(v->ops->reserve(v, 0, 4 * GRAN, GRAN, &base), -ENODEV);
+	ASSERT(strstr(error_get(), "not visible") != NULL);
+	vmm_destroy(v);
+	ASSERT_NO_CONTEXT_LEFT();
+}
