@@ -5,8 +5,9 @@
 #   make demo       run one co-located RL cycle on the host backend
 #   make asan       the same test suite under ASan + UBSan (build-asan/)
 #   make bench      control-path benchmark (bench/rpc)
-#   make test-gpu   GPU tests (needs a GPU; see docs/gpu.md)
+#   make test-gpu   GPU tests (needs a GPU; see docs/gpu.md), PyTorch's too
 #   make bench-gpu  GPU benchmarks
+#   make bench-torch  PyTorch pause/resume benchmark (GPU + torch; docs/python.md)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make proto      regenerate proto/vram.pb-c.[ch] from proto/vram.proto
 
@@ -18,7 +19,7 @@ SANITIZE ?=
 
 PKGS := libuv libprotobuf-c libsystemd
 DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
-	protobuf-c-compiler libsystemd-dev python3
+	protobuf-c-compiler libsystemd-dev python3 python3-pytest
 
 ifeq ($(V),1)
 Q :=
@@ -69,7 +70,7 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(GPU_SRC))
 DEMO_BIN := $(patsubst demo/%.c,$(BUILD)/demo/%,$(DEMO_SRC))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test asan demo bench test-gpu bench-gpu install proto clean
+.PHONY: all deps test asan demo bench test-gpu bench-gpu bench-torch install proto clean
 # Keep intermediate objects between runs.
 .SECONDARY:
 all: $(VRAMD) $(LIBVRAM) $(VRAMCTL)
@@ -173,15 +174,19 @@ $(BUILD)/tests/gpu/%: $(BUILD)/obj/tests/gpu/%.o $(TEST_MAIN) $(HARNESS_OBJ) $(L
 TEST_ENV = VRAMD_BIN=$(abspath $(VRAMD)) VRAMCTL_BIN=$(abspath $(VRAMCTL)) \
 	VRAM_BUILD=$(abspath $(BUILD))
 
+# The Python tests (pytest, through the runner's protocol) load libvram into
+# the interpreter, which a sanitized libvram cannot be: not under asan.
+PY_TESTS := $(if $(SANITIZE),,tests/python/run_pytest)
+
 test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN)
-	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN)
+	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 		SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' test
 
 test-gpu: all $(RUNNER) $(GPU_BIN)
-	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN)
+	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN) tests/gpu/torch_test.py
 
 demo: all $(DEMO_BIN)
 	$(Q)$(TEST_ENV) ./demo/run.sh
@@ -191,6 +196,9 @@ bench: all $(BENCH_BIN)
 
 bench-gpu: all $(BENCH_BIN)
 	$(Q)$(TEST_ENV) ./bench/gpu.sh
+
+bench-torch: all $(BUILD)/bench/gpu_raw
+	$(Q)$(TEST_ENV) python3 bench/torch_bench.py
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \

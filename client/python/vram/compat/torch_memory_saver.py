@@ -46,6 +46,12 @@ def _vt():
     return vram.torch
 
 
+def _vt_if_used():
+    """vram.torch if a region was ever entered (else no pool exists, and
+    there is nothing to pause: torch need not even be imported)."""
+    return sys.modules.get("vram.torch")
+
+
 class TorchMemorySaver:
     """torch_memory_saver.TorchMemorySaver over vram.torch. Every instance
     shares the process's vramd pools (one per tag and backup choice), as
@@ -101,11 +107,15 @@ class TorchMemorySaver:
 
     def pause(self, tag: Optional[str] = None):
         """Releases the memory of tag (None: every tag)."""
-        _vt().pause(tag)
+        vt = _vt_if_used()
+        if vt is not None:
+            vt.pause(tag)
 
     def resume(self, tag: Optional[str] = None):
         """Brings back the memory of tag (None: every tag)."""
-        _vt().resume(tag)
+        vt = _vt_if_used()
+        if vt is not None:
+            vt.resume(tag)
 
     # -- attributes engines touch --------------------------------------------
 

@@ -30,6 +30,7 @@ use_memory_pool).
 import contextlib
 import logging
 import os
+import sys
 from typing import Optional, Union
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,12 @@ def _vt():
     import vram.torch
 
     return vram.torch
+
+
+def _vt_if_used():
+    """vram.torch if a pool was ever used (else there is nothing to
+    release, and torch need not even be imported)."""
+    return sys.modules.get("vram.torch")
 
 
 class CuMemAllocator:
@@ -100,7 +107,10 @@ class CuMemAllocator:
                     "its content is discarded",
                     tag,
                 )
-        rep = _vt().pause(None)
+        vt = _vt_if_used()
+        if vt is None:
+            return
+        rep = vt.pause(None)
         logger.info(
             "vramd: sleep released %.2f GiB (device free %.2f -> %.2f GiB)",
             rep.bytes / 2**30,
@@ -112,11 +122,14 @@ class CuMemAllocator:
         """Brings back tags (None: all) at the same addresses, restoring
         backups. Raises vram.VramError (ENOMEM) if the device lacks the
         memory; nothing is lost and the call can be retried."""
-        _vt().resume(tags)
+        vt = _vt_if_used()
+        if vt is not None:
+            vt.resume(tags)
 
     def get_current_usage(self) -> int:
         """Bytes in this process's vramd pools (paused ones included)."""
-        return sum(_vt().usage().values())
+        vt = _vt_if_used()
+        return sum(vt.usage().values()) if vt is not None else 0
 
     def release_pools(self) -> None:
         """vLLM calls this at shutdown. Pools and the allocator stay for the
