@@ -19,7 +19,7 @@ SANITIZE ?=
 
 PKGS := libuv libprotobuf-c libsystemd
 DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
-	protobuf-c-compiler libsystemd-dev python3 python3-pytest
+	protobuf-c-compiler libsystemd-dev python3 python3-pytest libamdhip64-dev
 
 ifeq ($(V),1)
 Q :=
