@@ -217,7 +217,7 @@ static int vh_ready(struct vmm_hip *vh)
 			vh->mode == VMM_HIP_RERESERVE_NEVER ?
 							 0 :
 							 vmm_hip_rereserve_needed(vh->version);
-	log_write(VRAM_LOG_DEBUG,
+	log_write(VRAM_LOG_INFO,
 		  "hip: HIP runtime %d.%d.%d, %d device(s); ranges are %s "
 		  "after release (VRAM_HIP_RERESERVE=%s)",
 		  HIP_VERSION_MAJOR_OF(vh->version),

@@ -403,6 +403,45 @@ TEST(rereserve_elsewhere_fails_the_pause_and_resume_retries)
 	vmm_destroy(v);
 }
 
+/* A resume may bring chunks of other sizes: the reservations are cut
+ * again to fit (freed and reserved at the same addresses). */
+TEST(resume_with_another_layout_recarves)
+{
+	struct vmm *v = hip_vmm();
+	uintptr_t base, h1, h2, h3;
+	int fd1 = fake_chunk_fd(2 * GRAN), fd2 = fake_chunk_fd(GRAN);
+	int fd3 = fake_chunk_fd(3 * GRAN);
+
+	ASSERT_OK(v->ops->reserve(v, 0, RES, GRAN, &base));
+	ASSERT_OK(v->ops->map(v, 0, base, 2 * GRAN, fd1, 0, &h1));
+	ASSERT_OK(v->ops->map(v, 0, base + 2 * GRAN, GRAN, fd2, 0, &h2));
+	ASSERT_OK(v->ops->unmap(v, 0, base, 2 * GRAN, h1));
+	ASSERT_OK(v->ops->unmap(v, 0, base + 2 * GRAN, GRAN, h2));
+	fake_mark();
+	ASSERT_OK(v->ops->map(v, 0, base, 3 * GRAN, fd3, 0, &h3));
+	AFREE(base, 2 * GRAN);
+	AFREE(base + 2 * GRAN, GRAN);
+	RESERVE(3 * GRAN, 0, base, base);
+	IMPORT(3, 0, 3);
+	MAP(base, 3 * GRAN, 3);
+	ACCESS(base, 3 * GRAN, 0, "rw");
+	EXPECT_NO_MORE_CALLS();
+	/* Mapping over a mapped chunk is refused, nothing touched. */
+	fake_mark();
+	ASSERT_EQ(v->ops->map(v, 0, base + 2 * GRAN, GRAN, fd2, 0, &h2),
+		  -EBUSY);
+	EXPECT_NO_MORE_CALLS();
+	/* So is an address outside every range. */
+	ASSERT_EQ(v->ops->map(v, 0, base + RES, GRAN, fd2, 0, &h2), -EINVAL);
+	ASSERT_OK(v->ops->unmap(v, 0, base, 3 * GRAN, h3));
+	ASSERT_OK(v->ops->unreserve(v, base, RES));
+	assert_clean();
+	close(fd1);
+	close(fd2);
+	close(fd3);
+	vmm_destroy(v);
+}
+
 /* A range lost at unreserve time is not freed (it is not ours). */
 TEST(unreserve_skips_lost_pieces)
 {
