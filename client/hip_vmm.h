@@ -20,7 +20,7 @@ int vmm_hip_open_with(const struct hip_api *api, struct vmm **out);
  * address range and reserve it again at the same address, so that ROCm
  * really frees the memory (docs/rocm.md). */
 enum vmm_hip_rereserve {
-	VMM_HIP_RERESERVE_AUTO,	  /* from the runtime's version */
+	VMM_HIP_RERESERVE_AUTO, /* from the runtime's version */
 	VMM_HIP_RERESERVE_ALWAYS,
 	VMM_HIP_RERESERVE_NEVER,
 };
@@ -34,13 +34,13 @@ int vmm_hip_rereserve_parse(const char *s);
 int vmm_hip_rereserve_needed(int runtime_version);
 
 struct vmm_hip_stats {
-	int rereserve;		/* re-reserving is on (known after the first
+	int rereserve;	       /* re-reserving is on (known after the first
 				   call that starts the runtime) */
-	int runtime_version;	/* 0 until then */
-	uint64_t rereserves;	/* ranges freed and reserved again */
-	uint64_t lost;		/* ranges not got back at their address */
-	unsigned reservations;	/* runtime reservations held now */
-	unsigned mapped;	/* chunks mapped now */
+	int runtime_version;   /* 0 until then */
+	uint64_t rereserves;   /* ranges freed and reserved again */
+	uint64_t lost;	       /* ranges not got back at their address */
+	unsigned reservations; /* runtime reservations held now */
+	unsigned mapped;       /* chunks mapped now */
 };
 
 /* Fills *st; -EINVAL if v is not the HIP half. */

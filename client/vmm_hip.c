@@ -213,10 +213,11 @@ static int vh_ready(struct vmm_hip *vh)
 				       HIP_VERSION_MINOR_OF(vh->version));
 		goto out;
 	}
-	vh->rereserve = vh->mode == VMM_HIP_RERESERVE_ALWAYS ? 1 :
+	vh->rereserve = vh->mode == VMM_HIP_RERESERVE_ALWAYS ?
+				1 :
 			vh->mode == VMM_HIP_RERESERVE_NEVER ?
-							 0 :
-							 vmm_hip_rereserve_needed(vh->version);
+				0 :
+				vmm_hip_rereserve_needed(vh->version);
 	log_write(VRAM_LOG_INFO,
 		  "hip: HIP runtime %d.%d.%d, %d device(s); ranges are %s "
 		  "after release (VRAM_HIP_RERESERVE=%s)",
@@ -230,8 +231,7 @@ static int vh_ready(struct vmm_hip *vh)
 	vh->inited = 1;
 out:
 	if (vh->inited < 0 && !vh->init_msg[0])
-		snprintf(vh->init_msg, sizeof(vh->init_msg), "%s",
-			 error_get());
+		snprintf(vh->init_msg, sizeof(vh->init_msg), "%s", error_get());
 	r = vh->inited < 0 ? vh->inited : 0;
 	if (r < 0)
 		error_set(-r, "%s", vh->init_msg);
@@ -330,8 +330,8 @@ static int reserve_exact(struct vmm_hip *vh, uintptr_t addr, uint64_t size,
 			 const char *when, const char *then)
 {
 	void *p = NULL;
-	hipError_t e = vh->api.hipMemAddressReserve(&p, size, 0, (void *)addr,
-						    0);
+	hipError_t e =
+		vh->api.hipMemAddressReserve(&p, size, 0, (void *)addr, 0);
 	int r;
 
 	if (e != hipSuccess) {
@@ -393,11 +393,10 @@ static int piece_free(struct vmm_hip *vh, struct piece *p)
 	hipError_t e = vh->api.hipMemAddressFree((void *)p->addr, p->size);
 
 	if (e != hipSuccess)
-		return error_set(hip_errno(e),
-				 "hip: hipMemAddressFree(%#lx, %llu): %s",
-				 (unsigned long)p->addr,
-				 (unsigned long long)p->size,
-				 hip_strerror(&vh->api, e));
+		return error_set(
+			hip_errno(e), "hip: hipMemAddressFree(%#lx, %llu): %s",
+			(unsigned long)p->addr, (unsigned long long)p->size,
+			hip_strerror(&vh->api, e));
 	p->state = PIECE_LOST;
 	return 0;
 }
@@ -580,8 +579,7 @@ static int hip_reserve(struct vmm *v, unsigned dev, uint64_t size,
 		goto out;
 	if (vh->n_ranges == vh->cap_ranges) {
 		size_t cap = vh->cap_ranges ? 2 * vh->cap_ranges : 8;
-		struct hip_range *rs =
-			realloc(vh->ranges, cap * sizeof(*rs));
+		struct hip_range *rs = realloc(vh->ranges, cap * sizeof(*rs));
 		if (!rs) {
 			r = error_set(ENOMEM, "hip: out of memory");
 			goto out;
@@ -759,8 +757,8 @@ out_unlock:
 	return r;
 }
 
-static int hip_unmap(struct vmm *v, unsigned dev, uintptr_t addr,
-		     uint64_t size, uintptr_t handle)
+static int hip_unmap(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
+		     uintptr_t handle)
 {
 	struct vmm_hip *vh = vh_of(v);
 	struct hip_range *rg = NULL;
@@ -889,9 +887,10 @@ static int vh_streams(struct vmm_hip *vh, unsigned dev)
 		vh->copy_streams =
 			env_unsigned("VRAM_HIP_COPY_STREAMS",
 				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS);
-		vh->copy_piece = (uint64_t)env_unsigned("VRAM_HIP_COPY_PIECE_MB",
-							0, 1, 1u << 20)
-				 << 20;
+		vh->copy_piece =
+			(uint64_t)env_unsigned("VRAM_HIP_COPY_PIECE_MB", 0, 1,
+					       1u << 20)
+			<< 20;
 		if (vh->copy_piece == 0)
 			vh->copy_piece = COPY_DEFAULT_PIECE;
 	}

@@ -51,9 +51,9 @@
 #define RELEASE_POLL_NS (2 * 1000 * 1000)
 
 struct hip_dev {
-	char bus_id[32];  /* "0000:c1:00.0", "" when unknown */
-	int sysfs;	  /* its sysfs memory files are readable */
-	uint64_t pending; /* bytes released since the last reading */
+	char bus_id[32];    /* "0000:c1:00.0", "" when unknown */
+	int sysfs;	    /* its sysfs memory files are readable */
+	uint64_t pending;   /* bytes released since the last reading */
 	uint64_t base_free; /* free memory before the first of those */
 };
 
@@ -175,8 +175,8 @@ static void hip_release_note(struct hip_backend *hb, unsigned dev,
 	if (hb->release_wait_ms == 0)
 		return;
 	if (d->pending == 0)
-		d->base_free = hip_dev_free(hb, dev, &f, &t) == 0 ? f :
-								      FREE_UNKNOWN;
+		d->base_free =
+			hip_dev_free(hb, dev, &f, &t) == 0 ? f : FREE_UNKNOWN;
 	d->pending += size;
 }
 
@@ -301,8 +301,8 @@ static int hip_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	 * takes its size from what should come back. */
 	struct hip_dev *d = &hb->dev[dev];
 	if (d->pending && d->base_free != FREE_UNKNOWN)
-		d->base_free = d->base_free > c->size ? d->base_free - c->size :
-							 0;
+		d->base_free =
+			d->base_free > c->size ? d->base_free - c->size : 0;
 	c->fd = fd;
 	c->handle = (uintptr_t)h;
 	return 0;
@@ -435,8 +435,8 @@ static int hip_device_init(struct hip_backend *hb, unsigned i)
 	}
 	api->hipDeviceGetName(name, sizeof(name), (int)i);
 	name[sizeof(name) - 1] = 0;
-	if (api->hipDeviceGetPCIBusId(hd->bus_id, sizeof(hd->bus_id),
-				      (int)i) != hipSuccess)
+	if (api->hipDeviceGetPCIBusId(hd->bus_id, sizeof(hd->bus_id), (int)i) !=
+	    hipSuccess)
 		hd->bus_id[0] = 0;
 	hd->bus_id[sizeof(hd->bus_id) - 1] = 0;
 	for (char *p = hd->bus_id; *p; p++) /* sysfs spells it lowercase */
@@ -468,8 +468,8 @@ static int hip_device_init(struct hip_backend *hb, unsigned i)
 	hd->sysfs = hd->bus_id[0] &&
 		    sysfs_read(hb, hd, "mem_info_vram_total", &v) == 0 &&
 		    sysfs_read(hb, hd, "mem_info_vram_used", &v) == 0;
-	snprintf(probe, sizeof(probe), "%s/%s/mem_info_vram_*",
-		 hb->sysfs_root, hd->bus_id);
+	snprintf(probe, sizeof(probe), "%s/%s/mem_info_vram_*", hb->sysfs_root,
+		 hd->bus_id);
 	log_info("hip: device %u: %s %s (PCI %s), %.1f GiB, granularity %llu "
 		 "KiB; free memory from %s",
 		 i, name, d->uuid, hd->bus_id[0] ? hd->bus_id : "?",
@@ -534,9 +534,9 @@ int backend_hip_open_with(const struct backend_config *cfg,
 	hb->api.hipDriverGetVersion(&driver);
 	hb->version = version;
 	hb->keep_handle = (int)env_unsigned("VRAM_HIP_KEEP_HANDLE", 1, 1);
-	hb->release_wait_ms = env_unsigned("VRAM_HIP_RELEASE_WAIT_MS",
-					   RELEASE_WAIT_DEFAULT_MS,
-					   RELEASE_WAIT_MAX_MS);
+	hb->release_wait_ms =
+		env_unsigned("VRAM_HIP_RELEASE_WAIT_MS",
+			     RELEASE_WAIT_DEFAULT_MS, RELEASE_WAIT_MAX_MS);
 	const char *root = getenv("VRAM_HIP_SYSFS");
 	snprintf(hb->sysfs_root, sizeof(hb->sysfs_root), "%s",
 		 root && *root ? root : "/sys/bus/pci/devices");

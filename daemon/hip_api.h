@@ -131,7 +131,7 @@ typedef struct hipMemAllocationProp {
 
 /* hipRuntimeGetVersion() returns major * 10000000 + minor * 100000 +
  * patch (a build number): 60000000 is HIP 6.0.0. */
-#define HIP_VERSION_OF(major, minor) ((major) * 10000000 + (minor) * 100000)
+#define HIP_VERSION_OF(major, minor) ((major)*10000000 + (minor)*100000)
 #define HIP_VERSION_MAJOR_OF(v) ((v) / 10000000)
 #define HIP_VERSION_MINOR_OF(v) ((v) / 100000 % 100)
 #define HIP_VERSION_PATCH_OF(v) ((v) % 100000)
@@ -140,45 +140,45 @@ typedef struct hipMemAllocationProp {
 
 /* X(member, parameters): each entry point returns hipError_t and has the
  * symbol of its member's name (none of these is versioned in ROCm 6-7). */
-#define HIP_API_SYMBOLS(X)                                                    \
-	X(hipInit, (unsigned int flags))                                      \
-	X(hipRuntimeGetVersion, (int *version))                               \
-	X(hipDriverGetVersion, (int *version))                                \
-	X(hipGetDeviceCount, (int *count))                                    \
-	X(hipGetDevice, (int *dev))                                           \
-	X(hipSetDevice, (int dev))                                            \
-	X(hipDeviceGetName, (char *name, int len, hipDevice_t dev))           \
-	X(hipDeviceGetUuid, (hipUUID * uuid, hipDevice_t dev))                \
-	X(hipDeviceGetPCIBusId, (char *bus_id, int len, int dev))             \
-	X(hipDeviceTotalMem, (size_t * bytes, hipDevice_t dev))               \
-	X(hipMemGetInfo, (size_t * free_b, size_t * total))                   \
-	X(hipDeviceSynchronize, (void))                                       \
-	X(hipMemGetAllocationGranularity,                                     \
-	  (size_t * gran, const hipMemAllocationProp *prop, int option))      \
-	X(hipMemCreate, (hipMemGenericAllocationHandle_t * h, size_t size,    \
-			 const hipMemAllocationProp *prop,                    \
-			 unsigned long long flags))                           \
-	X(hipMemRelease, (hipMemGenericAllocationHandle_t h))                 \
-	X(hipMemExportToShareableHandle,                                      \
-	  (void *shareable, hipMemGenericAllocationHandle_t h, int type,      \
-	   unsigned long long flags))                                         \
-	X(hipMemImportFromShareableHandle,                                    \
-	  (hipMemGenericAllocationHandle_t * h, void *os_handle, int type))   \
-	X(hipMemAddressReserve, (void **ptr, size_t size, size_t align,       \
-				 void *addr, unsigned long long flags))       \
-	X(hipMemAddressFree, (void *ptr, size_t size))                        \
-	X(hipMemMap, (void *ptr, size_t size, size_t offset,                  \
-		      hipMemGenericAllocationHandle_t h,                      \
-		      unsigned long long flags))                              \
-	X(hipMemUnmap, (void *ptr, size_t size))                              \
-	X(hipMemSetAccess, (void *ptr, size_t size,                           \
-			    const hipMemAccessDesc *desc, size_t count))      \
-	X(hipStreamCreateWithFlags, (hipStream_t * s, unsigned int flags))    \
-	X(hipStreamDestroy, (hipStream_t s))                                  \
-	X(hipStreamSynchronize, (hipStream_t s))                              \
-	X(hipMemcpyAsync, (void *dst, const void *src, size_t len, int kind,  \
-			   hipStream_t s))                                    \
-	X(hipHostRegister, (void *p, size_t len, unsigned int flags))         \
+#define HIP_API_SYMBOLS(X)                                                   \
+	X(hipInit, (unsigned int flags))                                     \
+	X(hipRuntimeGetVersion, (int *version))                              \
+	X(hipDriverGetVersion, (int *version))                               \
+	X(hipGetDeviceCount, (int *count))                                   \
+	X(hipGetDevice, (int *dev))                                          \
+	X(hipSetDevice, (int dev))                                           \
+	X(hipDeviceGetName, (char *name, int len, hipDevice_t dev))          \
+	X(hipDeviceGetUuid, (hipUUID * uuid, hipDevice_t dev))               \
+	X(hipDeviceGetPCIBusId, (char *bus_id, int len, int dev))            \
+	X(hipDeviceTotalMem, (size_t * bytes, hipDevice_t dev))              \
+	X(hipMemGetInfo, (size_t * free_b, size_t * total))                  \
+	X(hipDeviceSynchronize, (void))                                      \
+	X(hipMemGetAllocationGranularity,                                    \
+	  (size_t * gran, const hipMemAllocationProp *prop, int option))     \
+	X(hipMemCreate,                                                      \
+	  (hipMemGenericAllocationHandle_t * h, size_t size,                 \
+	   const hipMemAllocationProp *prop, unsigned long long flags))      \
+	X(hipMemRelease, (hipMemGenericAllocationHandle_t h))                \
+	X(hipMemExportToShareableHandle,                                     \
+	  (void *shareable, hipMemGenericAllocationHandle_t h, int type,     \
+	   unsigned long long flags))                                        \
+	X(hipMemImportFromShareableHandle,                                   \
+	  (hipMemGenericAllocationHandle_t * h, void *os_handle, int type))  \
+	X(hipMemAddressReserve, (void **ptr, size_t size, size_t align,      \
+				 void *addr, unsigned long long flags))      \
+	X(hipMemAddressFree, (void *ptr, size_t size))                       \
+	X(hipMemMap,                                                         \
+	  (void *ptr, size_t size, size_t offset,                            \
+	   hipMemGenericAllocationHandle_t h, unsigned long long flags))     \
+	X(hipMemUnmap, (void *ptr, size_t size))                             \
+	X(hipMemSetAccess, (void *ptr, size_t size,                          \
+			    const hipMemAccessDesc *desc, size_t count))     \
+	X(hipStreamCreateWithFlags, (hipStream_t * s, unsigned int flags))   \
+	X(hipStreamDestroy, (hipStream_t s))                                 \
+	X(hipStreamSynchronize, (hipStream_t s))                             \
+	X(hipMemcpyAsync,                                                    \
+	  (void *dst, const void *src, size_t len, int kind, hipStream_t s)) \
+	X(hipHostRegister, (void *p, size_t len, unsigned int flags))        \
 	X(hipHostUnregister, (void *p))
 
 /* The runtime's entry points, filled by hip_api_load() or by a test. */
@@ -239,17 +239,17 @@ static inline int hip_api_load(struct hip_api *a, char *err, size_t errlen)
 			snprintf(err, errlen, "%s", why ? why : path);
 		return -ENOENT;
 	}
-#define HIP_API_SYM_(member, params)                                        \
-	a->member = (hipError_t(*) params)dlsym(a->lib, #member);           \
-	if (!a->member) {                                                   \
-		if (err)                                                    \
-			snprintf(err, errlen,                               \
-				 "%s lacks %s (not a HIP runtime of ROCm "  \
-				 "6.0 or later)",                           \
-				 path, #member);                            \
-		/* Not unloaded: its constructors may have run. */          \
-		memset(a, 0, sizeof(*a));                                   \
-		return -ENOSYS;                                             \
+#define HIP_API_SYM_(member, params)                                       \
+	a->member = (hipError_t(*) params)dlsym(a->lib, #member);          \
+	if (!a->member) {                                                  \
+		if (err)                                                   \
+			snprintf(err, errlen,                              \
+				 "%s lacks %s (not a HIP runtime of ROCm " \
+				 "6.0 or later)",                          \
+				 path, #member);                           \
+		/* Not unloaded: its constructors may have run. */         \
+		memset(a, 0, sizeof(*a));                                  \
+		return -ENOSYS;                                            \
 	}
 	HIP_API_SYMBOLS(HIP_API_SYM_)
 #undef HIP_API_SYM_

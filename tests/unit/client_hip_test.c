@@ -25,20 +25,20 @@
 #define RES (16 * GRAN)
 #define X(a) ((unsigned long)(a))
 
-#define RESERVE(size, align, hint, got)                                      \
-	EXPECT_CALL("hipMemAddressReserve(%#zx,%#zx,%#lx) =%#lx",           \
+#define RESERVE(size, align, hint, got)                           \
+	EXPECT_CALL("hipMemAddressReserve(%#zx,%#zx,%#lx) =%#lx", \
 		    (size_t)(size), (size_t)(align), X(hint), X(got))
-#define AFREE(addr, size)                                                    \
+#define AFREE(addr, size) \
 	EXPECT_CALL("hipMemAddressFree(%#lx,%#zx)", X(addr), (size_t)(size))
-#define IMPORT(a, dev, h)                                                    \
+#define IMPORT(a, dev, h)                                                      \
 	EXPECT_CALL("hipMemImportFromShareableHandle(a%d,dev%d) =h%d", a, dev, \
 		    h)
-#define MAP(addr, size, h)                                                   \
+#define MAP(addr, size, h) \
 	EXPECT_CALL("hipMemMap(%#lx,%#zx,h%d)", X(addr), (size_t)(size), h)
-#define ACCESS(addr, size, dev, mode)                                        \
-	EXPECT_CALL("hipMemSetAccess(%#lx,%#zx,dev%d,%s)", X(addr),         \
+#define ACCESS(addr, size, dev, mode)                               \
+	EXPECT_CALL("hipMemSetAccess(%#lx,%#zx,dev%d,%s)", X(addr), \
 		    (size_t)(size), dev, mode)
-#define UNMAP(addr, size)                                                    \
+#define UNMAP(addr, size) \
 	EXPECT_CALL("hipMemUnmap(%#lx,%#zx)", X(addr), (size_t)(size))
 #define RELEASE(h) EXPECT_CALL("hipMemRelease(h%d)", h)
 
@@ -513,8 +513,7 @@ TEST(failure_at_every_pause_step_is_retryable)
 			 X(base), (size_t)(2 * GRAN));
 		snprintf(want[3], FAKE_LINE,
 			 "hipMemAddressReserve(%#zx,0,%#lx)%s",
-			 (size_t)(2 * GRAN), X(base),
-			 k == 4 ? "" : " =");
+			 (size_t)(2 * GRAN), X(base), k == 4 ? "" : " =");
 		int last = k == 1 ? 2 : k == 3 ? 3 : 4;
 		for (int i = 0; i < last; i++) {
 			if (i == 3 && k != 4)
@@ -621,8 +620,8 @@ TEST(failure_at_every_grow_step_holds_nothing)
 			uintptr_t h2;
 			ASSERT_OK(v->ops->map(v, 0, base + 2 * GRAN, 2 * GRAN,
 					      fd2, 0, &h2));
-			ASSERT_OK(v->ops->unmap(v, 0, base + 2 * GRAN,
-						2 * GRAN, h2));
+			ASSERT_OK(v->ops->unmap(v, 0, base + 2 * GRAN, 2 * GRAN,
+						h2));
 			ASSERT_OK(v->ops->unmap(v, 0, base, 2 * GRAN, h));
 			ASSERT_UEQ(fake_reserved_in(base, RES), RES);
 			ASSERT_OK(v->ops->unreserve(v, base, RES));

@@ -32,8 +32,8 @@
 
 /* The entry point fn has type (its address) t. Unevaluated: no reference
  * to the symbol reaches the linker. */
-#define SAME_TYPE(fn, t)                                                     \
-	_Static_assert(__builtin_types_compatible_p(__typeof__(&fn), t),    \
+#define SAME_TYPE(fn, t)                                                 \
+	_Static_assert(__builtin_types_compatible_p(__typeof__(&fn), t), \
 		       #fn " has the parameters hip_api.h gives it")
 
 SAME_TYPE(hipInit, hipError_t (*)(unsigned int));
@@ -74,7 +74,7 @@ SAME_TYPE(hipStreamCreateWithFlags, hipError_t (*)(hipStream_t *, unsigned));
 SAME_TYPE(hipStreamDestroy, hipError_t (*)(hipStream_t));
 SAME_TYPE(hipStreamSynchronize, hipError_t (*)(hipStream_t));
 SAME_TYPE(hipMemcpyAsync, hipError_t (*)(void *, const void *, size_t,
-					  hipMemcpyKind, hipStream_t));
+					 hipMemcpyKind, hipStream_t));
 SAME_TYPE(hipHostRegister, hipError_t (*)(void *, size_t, unsigned int));
 SAME_TYPE(hipHostUnregister, hipError_t (*)(void *));
 SAME_TYPE(hipGetErrorName, const char *(*)(hipError_t));

@@ -128,7 +128,8 @@ TEST(old_or_unusable_runtime)
 	fake.no_vmm = 1;
 	ASSERT_EQ(backend_hip_open_with(&cfg, &a, &b), -ENODEV);
 	fake.no_vmm = 0;
-	fake_fail_call("hipMemExportToShareableHandle", 1, hipErrorNotSupported);
+	fake_fail_call("hipMemExportToShareableHandle", 1,
+		       hipErrorNotSupported);
 	ASSERT_EQ(backend_hip_open_with(&cfg, &a, &b), -ENODEV);
 	ASSERT(b == NULL);
 	ASSERT_EQ(fake_live_handles(), 0);
@@ -277,7 +278,8 @@ TEST(create_errors_hold_nothing)
 	ASSERT_EQ(backend_chunk_create(b, 0, &c), -ENOTSUP);
 	/* Export fails after create: the handle is released, no fd. */
 	fake_mark();
-	fake_fail_call("hipMemExportToShareableHandle", 1, hipErrorInvalidValue);
+	fake_fail_call("hipMemExportToShareableHandle", 1,
+		       hipErrorInvalidValue);
 	ASSERT_EQ(backend_chunk_create(b, 0, &c), -EINVAL);
 	EXPECT_CALL("hipMemCreate(%#zx,dev0) =h2", (size_t)(2 * GRAN));
 	EXPECT_CALL("hipMemExportToShareableHandle(h2,1) -> 1");
@@ -544,7 +546,8 @@ TEST(allocation_properties_layout)
 	hipMemAllocationProp prop;
 	hip_chunk_prop(&prop, 3);
 	ASSERT_EQ(prop.type, hipMemAllocationTypePinned);
-	ASSERT_EQ(prop.requestedHandleType, hipMemHandleTypePosixFileDescriptor);
+	ASSERT_EQ(prop.requestedHandleType,
+		  hipMemHandleTypePosixFileDescriptor);
 	ASSERT_EQ(prop.location.type, hipMemLocationTypeDevice);
 	ASSERT_EQ(prop.location.id, 3);
 }
@@ -560,8 +563,7 @@ TEST(real_runtime_devices)
 	unsetenv("VRAM_LIBHIP");
 	r = backend_hip_open(&cfg, &b);
 	if (r == -ENOENT || r == -ENODEV || r == -ENOSYS)
-		SKIP("no usable HIP runtime or device here (%s)",
-		     strerror(-r));
+		SKIP("no usable HIP runtime or device here (%s)", strerror(-r));
 	ASSERT_OK(r);
 	ASSERT_GT(b->n_devices, 0);
 	for (unsigned i = 0; i < b->n_devices; i++) {

@@ -58,9 +58,9 @@ struct fake_alloc {
 	ino_t ino;
 	size_t size;
 	int dev;
-	int refs;	/* live handles and mappings */
-	int pinned_by;	/* reservation id keeping it (the ROCm quirk), 0 */
-	int in_use;	/* counted in the device's used memory */
+	int refs;      /* live handles and mappings */
+	int pinned_by; /* reservation id keeping it (the ROCm quirk), 0 */
+	int in_use;    /* counted in the device's used memory */
 };
 
 struct fake_handle {
@@ -93,10 +93,10 @@ static struct {
 	int n_devices;
 	int version;
 	hipError_t init_error;
-	size_t total;	     /* per device */
-	size_t other_used;   /* memory other processes use, per device */
+	size_t total;	   /* per device */
+	size_t other_used; /* memory other processes use, per device */
 	size_t gran, min_gran;
-	int rocm_quirk;      /* see the top of this file */
+	int rocm_quirk;	     /* see the top of this file */
 	int hold;	     /* allocations never leave the device */
 	int no_readonly;     /* read-only access refused */
 	int no_vmm;	     /* hipMemCreate: hipErrorNotSupported */
@@ -133,8 +133,8 @@ static struct {
 	size_t used[16];
 
 	/* Counters. */
-	int bad_releases;   /* release of a handle not live */
-	int wrong_device;   /* create/import not on the properties' device */
+	int bad_releases; /* release of a handle not live */
+	int wrong_device; /* create/import not on the properties' device */
 	int syncs, copies, stream_syncs;
 	int inited;
 } fake = {
@@ -257,29 +257,29 @@ FAKE_FN void fake_dump(void)
 }
 
 /* The next call since the mark must read exactly as formatted. */
-#define EXPECT_CALL(...)                                                     \
-	do {                                                                 \
-		char want_[1024];                                     \
-		snprintf(want_, sizeof(want_), __VA_ARGS__);                 \
-		if (fake.cursor >= fake.n_lines) {                           \
-			fake_dump();                                         \
-			TEST_FAIL("expected call %s, got none", want_);      \
-		}                                                            \
-		if (strcmp(fake.lines[fake.cursor], want_) != 0) {           \
-			fake_dump();                                         \
-			TEST_FAIL("expected call %s, got %s", want_,         \
-				  fake.lines[fake.cursor]);                  \
-		}                                                            \
-		fake.cursor++;                                               \
+#define EXPECT_CALL(...)                                                \
+	do {                                                            \
+		char want_[1024];                                       \
+		snprintf(want_, sizeof(want_), __VA_ARGS__);            \
+		if (fake.cursor >= fake.n_lines) {                      \
+			fake_dump();                                    \
+			TEST_FAIL("expected call %s, got none", want_); \
+		}                                                       \
+		if (strcmp(fake.lines[fake.cursor], want_) != 0) {      \
+			fake_dump();                                    \
+			TEST_FAIL("expected call %s, got %s", want_,    \
+				  fake.lines[fake.cursor]);             \
+		}                                                       \
+		fake.cursor++;                                          \
 	} while (0)
 
-#define EXPECT_NO_MORE_CALLS()                                               \
-	do {                                                                 \
-		if (fake.cursor != fake.n_lines) {                           \
-			fake_dump();                                         \
-			TEST_FAIL("unexpected call %s",                      \
-				  fake.lines[fake.cursor]);                  \
-		}                                                            \
+#define EXPECT_NO_MORE_CALLS()                              \
+	do {                                                \
+		if (fake.cursor != fake.n_lines) {          \
+			fake_dump();                        \
+			TEST_FAIL("unexpected call %s",     \
+				  fake.lines[fake.cursor]); \
+		}                                           \
 	} while (0)
 
 /* ---- model ------------------------------------------------------------- */
@@ -395,7 +395,8 @@ FAKE_FN size_t fake_reserved_in(uintptr_t addr, size_t size)
 	size_t n = 0;
 	for (int i = 0; i < fake.n_res; i++) {
 		struct fake_res *r = &fake.res[i];
-		if (r->live && r->addr >= addr && r->addr + r->size <= addr + size)
+		if (r->live && r->addr >= addr &&
+		    r->addr + r->size <= addr + size)
 			n += r->size;
 	}
 	return n;
@@ -547,7 +548,8 @@ static hipError_t fake_hipMemGetInfo(size_t *free_b, size_t *total)
 
 static hipError_t fake_hipDeviceSynchronize(void)
 {
-	hipError_t e = fake_begin("hipDeviceSynchronize", "dev%d", fake_cur_dev);
+	hipError_t e =
+		fake_begin("hipDeviceSynchronize", "dev%d", fake_cur_dev);
 	if (e)
 		return e;
 	fake.syncs++;
@@ -572,7 +574,8 @@ static hipError_t fake_hipMemGetAllocationGranularity(
 }
 
 static hipError_t fake_hipMemCreate(hipMemGenericAllocationHandle_t *h,
-				    size_t size, const hipMemAllocationProp *prop,
+				    size_t size,
+				    const hipMemAllocationProp *prop,
 				    unsigned long long flags)
 {
 	int dev = fake_cur_dev;
@@ -625,9 +628,10 @@ static hipError_t fake_hipMemRelease(hipMemGenericAllocationHandle_t h)
 	return hipSuccess;
 }
 
-static hipError_t fake_hipMemExportToShareableHandle(
-	void *shareable, hipMemGenericAllocationHandle_t h, int type,
-	unsigned long long flags)
+static hipError_t
+fake_hipMemExportToShareableHandle(void *shareable,
+				   hipMemGenericAllocationHandle_t h, int type,
+				   unsigned long long flags)
 {
 	struct fake_handle *fh = fake_handle_of(h);
 	hipError_t e = fake_begin("hipMemExportToShareableHandle", "h%d,%d",
@@ -646,8 +650,9 @@ static hipError_t fake_hipMemExportToShareableHandle(
 	return hipSuccess;
 }
 
-static hipError_t fake_hipMemImportFromShareableHandle(
-	hipMemGenericAllocationHandle_t *h, void *os_handle, int type)
+static hipError_t
+fake_hipMemImportFromShareableHandle(hipMemGenericAllocationHandle_t *h,
+				     void *os_handle, int type)
 {
 	int fd = (int)(uintptr_t)os_handle;
 	struct stat st;
@@ -659,8 +664,9 @@ static hipError_t fake_hipMemImportFromShareableHandle(
 			    fake.allocs[i].st_dev == st.st_dev)
 				a = &fake.allocs[i];
 	}
-	hipError_t e = fake_begin("hipMemImportFromShareableHandle", "a%d,dev%d",
-				  a ? a->id : fake.n_allocs + 1, fake_cur_dev);
+	hipError_t e =
+		fake_begin("hipMemImportFromShareableHandle", "a%d,dev%d",
+			   a ? a->id : fake.n_allocs + 1, fake_cur_dev);
 	if (e)
 		return e;
 	/* ROCclr: "osHandle == nullptr" is an invalid value, so fd 0 is. */
@@ -695,8 +701,8 @@ static hipError_t fake_hipMemAddressReserve(void **ptr, size_t size,
 					    size_t align, void *addr,
 					    unsigned long long flags)
 {
-	hipError_t e = fake_begin("hipMemAddressReserve", "%#zx,%#zx,%#lx", size,
-				  align, (unsigned long)(uintptr_t)addr);
+	hipError_t e = fake_begin("hipMemAddressReserve", "%#zx,%#zx,%#lx",
+				  size, align, (unsigned long)(uintptr_t)addr);
 	if (e)
 		return e;
 	if (flags || size == 0 || size % fake.min_gran || (align & (align - 1)))
@@ -706,8 +712,8 @@ static hipError_t fake_hipMemAddressReserve(void **ptr, size_t size,
 	int prot_flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 	void *p = MAP_FAILED;
 	if (addr)
-		p = mmap(addr, size, PROT_NONE, prot_flags | MAP_FIXED_NOREPLACE,
-			 -1, 0);
+		p = mmap(addr, size, PROT_NONE,
+			 prot_flags | MAP_FIXED_NOREPLACE, -1, 0);
 	if (p == MAP_FAILED || (addr && p != addr)) {
 		/* Not at the hint: anywhere else, aligned. */
 		if (p != MAP_FAILED)
@@ -744,7 +750,8 @@ static hipError_t fake_hipMemAddressFree(void *ptr, size_t size)
 	if (!r)
 		return fake_ret(hipErrorInvalidValue);
 	if (fake_map_overlapping(r->addr, r->size))
-		return fake_ret(hipErrorInvalidValue); /* ROCr: resource still in use */
+		return fake_ret(
+			hipErrorInvalidValue); /* ROCr: resource still in use */
 	munmap((void *)r->addr, r->size);
 	r->live = 0;
 	if (fake.steal_next_free > 0 && --fake.steal_next_free == 0)
@@ -777,8 +784,8 @@ static hipError_t fake_hipMemMap(void *ptr, size_t size, size_t offset,
 		return fake_ret(hipErrorInvalidValue);
 	if (fake.n_maps == FAKE_MAX)
 		abort();
-	void *p = mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED,
-		       fh->a->fd, 0);
+	void *p = mmap(ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, fh->a->fd,
+		       0);
 	if (p != ptr)
 		return fake_ret(hipErrorMapFailed);
 	struct fake_map *m = &fake.maps[fake.n_maps++];
