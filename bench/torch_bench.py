@@ -62,16 +62,18 @@ def timed(torch, fn):
     return (time.perf_counter() - t0) * 1000.0, rep
 
 
-def raw_floor(size, cycles, policies):
+def raw_floor(size, cycles, policy):
     """bench/gpu_raw on a pool of size bytes (geometric layout, as libvram
-    grows): {policy: {"pause_ms": [...], "resume_ms": [...], ...}}."""
+    grows) with policy: {"pause_ms": [...], "resume_ms": [...], ...}, where
+    pause_ms is the better of its one-thread and multi-thread closes (vramd
+    closes from several threads)."""
     exe = os.path.join(build_dir(), "bench", "gpu_raw")
     if not os.path.exists(exe):
         print(f"(no {exe}: run make bench-torch; floor not measured)")
         return {}
     path = os.path.join(build_dir(), f"torch_bench_raw_{os.getpid()}.csv")
     args = [
-        exe, "--sizes", f"{size // MiB}M", "--policies", ",".join(policies),
+        exe, "--sizes", f"{size // MiB}M", "--policies", policy,
         "--host-max", f"{size // MiB + 1}M", "--cycles", str(cycles),
         "--layout", "geometric", "--no-gap", "--csv", path,
     ]
@@ -79,23 +81,23 @@ def raw_floor(size, cycles, policies):
     if r.returncode != 0:
         print(f"gpu_raw failed ({r.returncode}):\n{r.stdout}\n{r.stderr}")
         return {}
-    out = {}
+    d = {}
     try:
         with open(path) as f:
             for row in csv.DictReader(f):
-                if row["bench"] != "raw":
-                    continue
-                d = out.setdefault(row["policy"], {})
-                d.setdefault(row["metric"], []).append(float(row["value"]))
-                d["chunks"] = int(row["chunks"])
+                if row["bench"] == "raw" and row["policy"] == policy:
+                    d.setdefault(row["metric"], []).append(float(row["value"]))
+                    d["chunks"] = int(row["chunks"])
     finally:
         os.unlink(path)
     # resume_ms holds the resumes right after each pause (cycles 1..N)
     # then, numbered N+1.., those after the multi-threaded pauses.
-    for d in out.values():
-        if "resume_ms" in d:
-            d["resume_ms"] = d["resume_ms"][:cycles]
-    return out
+    if "resume_ms" in d:
+        d["resume_ms"] = d["resume_ms"][:cycles]
+    one, many = d.get("pause_ms", []), d.get("pause_mt_ms", [])
+    if one and many and statistics.median(many) < statistics.median(one):
+        d["pause_1thread_ms"], d["pause_ms"] = one, many
+    return d
 
 
 def main():
@@ -161,8 +163,10 @@ def main():
                 case["content_kept"] = now == checksum
             results["cases"].append(case)
 
-        raw = {} if a.no_raw else raw_floor(
-            max(sizes.values()), a.cycles, ["discard", "host"])
+        raw = {}
+        if not a.no_raw:
+            raw["discard"] = raw_floor(sizes["kv_cache"], a.cycles, "discard")
+            raw["host"] = raw_floor(sizes["weights"], a.cycles, "host")
         results["raw"] = raw
     finally:
         rc = daemon.stop()
