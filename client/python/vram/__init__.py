@@ -374,24 +374,26 @@ class Client:
     def open_pool(self, name, readonly=False):
         """Maps an existing pool (another process's, or an orphaned
         persistent one, which this client then owns)."""
+        # What the pool is, and whether opening makes us its owner: an
+        # orphaned persistent pool, opened read-write (libvram's rule).
+        try:
+            found = self.list_pools(name=name)
+        except VramError:
+            found = []
+        info = found[0] if found else None
+        owner = bool(info and info.persistent and info.owner_pid == 0 and not readonly)
         h = c_void_p()
         flags = _lib.OPEN_READONLY if readonly else 0
         _check(
             _lib.lib.vram_pool_open(self._handle(), _lib.encode(name), flags, byref(h)),
             f"vram_pool_open {name}",
         )
-        info = None
-        try:
-            found = self.list_pools(name=name)
-            info = found[0] if found else None
-        except VramError:
-            pass
         return self._adopt(
             h.value,
             info.tag if info else None,
             info.device if info else None,
             info.policy if info else None,
-            bool(info and info.owner_pid == os.getpid() and not readonly),
+            owner,
         )
 
     def _adopt(self, h, tag, device, policy, owner):
@@ -756,7 +758,11 @@ def set_log_handler(fn, level="info"):
     """Routes libvram's log to fn(level_name, message); None stops it.
     level: "error", "warn", "info" or "debug". fn runs on whatever thread
     logs (libvram's event thread too) and must not call vram. For
-    debugging; it is removed when the interpreter exits."""
+    debugging; it is removed when the interpreter exits.
+
+    Not with vram.torch in production: libvram's event thread then needs
+    the GIL to log, and a PyTorch allocation that holds the GIL while it
+    waits for that thread (a pool growing) would wait forever."""
     names = {"error": 0, "warn": 1, "info": 2, "debug": 3}
     lvl = names[level] if isinstance(level, str) else int(level)
     if fn is None:
