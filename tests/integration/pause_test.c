@@ -138,8 +138,9 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 	void *a;
 	ASSERT_OK(vram_alloc(w, 4 * MiB, &a));
 	integ_fill(a, 4 * MiB, 9);
-	ASSERT_OK(vram_client_start_thread(c));
 
+	/* Threads start after fork: a child forked while another thread holds
+	 * an allocator lock inherits it locked (seen with ASan's allocator). */
 	struct integ_sync s;
 	integ_sync_init(&s);
 	pid_t pid = fork();
@@ -152,6 +153,7 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 		_exit(0);
 	}
 	integ_wait_signal(s.to_parent[0]);
+	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
 	struct vram_selector sel = { .name = "w" };
 	struct vram_report rep;
@@ -189,8 +191,7 @@ TEST(shared_pool_two_processes)
 	void *a;
 	ASSERT_OK(vram_alloc(w, 8 * MiB, &a));
 	integ_fill(a, 8 * MiB, 11);
-	ASSERT_OK(vram_client_start_thread(c));
-	struct integ_sync s;
+	struct integ_sync s; /* threads start after fork, as above */
 	integ_sync_init(&s);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -213,6 +214,7 @@ TEST(shared_pool_two_processes)
 		_exit(0);
 	}
 	integ_wait_signal(s.to_parent[0]);
+	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
 	struct vram_selector sel = { .tag = "weights" };
 	ASSERT_OK(vram_pause(ctl, &sel, 0, NULL));
