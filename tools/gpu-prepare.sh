@@ -100,6 +100,8 @@ gpu_tests() {
 	for t in daemon_cuda_test client_cuda_test; do
 		[ -x "$build/tests/$t" ] && units+=("$build/tests/$t")
 	done
+	# The PyTorch cases (skip without torch), through the runner's adapter.
+	[ -x "$root/tests/gpu/torch_test.py" ] && units+=("$root/tests/gpu/torch_test.py")
 	echo "== GPU tests"
 	TEST_TIMEOUT=${TEST_TIMEOUT:-180} VRAM_TEST_VERBOSE=1 \
 		"$build/tests/runner" "$build"/tests/gpu/* "${units[@]}" >"$dir/test-gpu.log" 2>&1
