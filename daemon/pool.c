@@ -133,8 +133,13 @@ int pool_mapper_remove(struct pool *p, struct session *s)
 		struct mapper *m = *mp;
 		if (m->session != s)
 			continue;
-		if (m->pending)
+		if (m->pending) {
 			p->pending--;
+			/* Its copy of the content (saving) or into the chunks
+			 * (restoring) is lost with it: the round has failed. */
+			if (m->backup && !p->round_err)
+				p->round_err = EPIPE;
+		}
 		*mp = m->next;
 		free(m);
 		return 1;
@@ -271,7 +276,7 @@ int pool_pause_begin(struct pool *p, uint64_t event_id)
 			if (m->ack_err)
 				m->pending = true;
 		pool_round_start(p, event_id, true);
-		if (p->policy == POOL_HOST && !p->backup_valid) {
+		if (p->saving) {
 			bm = pool_backup_mapper(p);
 			if (bm && bm->pending)
 				bm->backup = true;
@@ -285,20 +290,64 @@ int pool_pause_begin(struct pool *p, uint64_t event_id)
 		if (!bm)
 			return -EPIPE;
 	}
-	pool_round_start(p, event_id, false);
-	if (bm)
-		bm->backup = true;
 	p->undoing = false;
 	p->backup_valid = false;
 	pool_set_state(p, POOL_PAUSING);
+	if (!bm)
+		return (int)pool_round_start(p, event_id, false);
+	/* Two rounds when content must be kept: the saver first, alone, so
+	 * that nobody has unmapped if it cannot save (or dies saving) and the
+	 * pool can go back to ACTIVE with its content; then the others. */
+	pool_round_start(p, event_id, false);
+	for (struct mapper *m = p->mappers; m; m = m->next)
+		m->pending = m == bm;
+	p->pending = 1;
+	bm->backup = true;
+	p->saving = true;
+	return 1;
+}
+
+int pool_pause_continue(struct pool *p, uint64_t event_id)
+{
+	if (p->state != POOL_PAUSING || !p->saving || p->pending || p->round_err)
+		return -EINVAL;
+	struct mapper *saver = pool_backup_mapper(p);
+	p->saving = false;
+	/* The saver has saved and unmapped: everyone else unmaps now. */
+	p->event_id = event_id;
+	for (struct mapper *m = p->mappers; m; m = m->next) {
+		m->backup = false;
+		m->ack_err = 0;
+		m->pending = m != saver;
+	}
+	p->pending = 0;
+	for (struct mapper *m = p->mappers; m; m = m->next)
+		if (m->pending)
+			p->pending++;
 	return (int)p->pending;
+}
+
+int pool_pause_abort(struct pool *p)
+{
+	if (p->state != POOL_PAUSING || !p->saving || p->pending || !p->round_err)
+		return -EINVAL;
+	/* Nobody but the saver was asked to unmap, and a saver that failed
+	 * unmapped nothing (or died, taking only its own mapping). */
+	p->saving = false;
+	p->round_err = 0;
+	for (struct mapper *m = p->mappers; m; m = m->next) {
+		m->backup = false;
+		m->ack_err = 0;
+	}
+	pool_set_state(p, POOL_ACTIVE);
+	return 0;
 }
 
 int64_t pool_pause_finish(struct pool *p, struct backend *b)
 {
 	if (p->state != POOL_PAUSING)
 		return -EINVAL;
-	if (p->pending || p->round_err)
+	if (p->pending || p->round_err || p->saving)
 		return -EBUSY;
 	pool_release_chunks(p, b, 0);
 	/* After an undone resume the backup was never overwritten. */

@@ -4,6 +4,7 @@
  * first and leaves a consistent state when any step fails:
  *
  *   ACTIVE  --pause_begin-->  PAUSING --(all acked) pause_finish--> PAUSED
+ *   PAUSING (saver failed) --pause_abort--> ACTIVE
  *   PAUSED  --resume_begin--> RESUMING --(all acked) resume_finish--> ACTIVE
  *   RESUMING --(a mapper failed) resume_undo--> PAUSING --> PAUSED
  *
@@ -72,6 +73,7 @@ struct pool {
 	uint64_t event_id;
 	unsigned pending;
 	bool undoing;      /* pausing again after a failed resume */
+	bool saving;       /* first round of a host pause: the saver alone */
 	int round_err;     /* first mapper error of the round */
 	struct transition_item *op; /* the request waiting on it, or NULL */
 };
@@ -92,7 +94,9 @@ int pool_mapper_add(struct pool *p, struct session *s,
 		    const struct identity *who, bool readonly);
 struct mapper *pool_mapper_find(struct pool *p, struct session *s);
 /* Removes a mapper; one that owed an ack counts as done (a session that
- * is gone maps nothing). Returns 1 if it was a mapper, else 0. */
+ * is gone maps nothing), except the one saving or restoring the backup:
+ * its round fails (EPIPE), so a half-made backup is never trusted and a
+ * half-restored pool is paused again. Returns 1 if it was a mapper. */
 int pool_mapper_remove(struct pool *p, struct session *s);
 unsigned pool_mapper_count(const struct pool *p);
 
@@ -111,6 +115,14 @@ int pool_grow(struct pool *p, struct backend *b, uint64_t bytes,
  * -EALREADY when PAUSED, -EBUSY when RESUMING, -EPIPE when a POOL_HOST
  * pool with content has no read-write mapper to save it. */
 int pool_pause_begin(struct pool *p, uint64_t event_id);
+
+/* A host-policy pause runs two rounds: pause_begin asks only the saver
+ * (which saves, then unmaps); when it has acked, pause_continue asks every
+ * other mapper to unmap (returns acks owed). If the saver failed or went
+ * away, pause_abort puts the pool back to ACTIVE: nobody else unmapped and
+ * the daemon still holds the chunks, so no content is lost. */
+int pool_pause_continue(struct pool *p, uint64_t event_id);
+int pool_pause_abort(struct pool *p);
 
 /* PAUSING with no ack owed -> PAUSED: the daemon drops its chunk fds, so
  * the device memory is free once mappers have unmapped. Returns the bytes

@@ -117,6 +117,24 @@ void transition_advance(struct server *srv, struct pool *p)
 		return;
 	switch (p->state) {
 	case POOL_PAUSING:
+		if (p->saving) {
+			int err = p->round_err;
+			if (err) {
+				pool_pause_abort(p);
+				log_warn("pool %s: the backup could not be saved (%s); "
+					 "it stays active", p->name, strerror(err));
+				if (it)
+					item_fail(it, err,
+						  "pool %s: the mapper saving its backup %s; "
+						  "the pool stays active with its content",
+						  p->name, err == EPIPE ? "went away" : "failed");
+				return;
+			}
+			if (pool_pause_continue(p, ++srv->next_event_id) > 0)
+				round_send(p, VRAM__EVENT_KIND__EVENT_PAUSE);
+			transition_advance(srv, p);
+			return;
+		}
 		if (p->round_err) {
 			/* A mapper could not save or unmap: the pool stays
 			 * PAUSING with its chunks; pausing again retries. */

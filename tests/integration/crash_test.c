@@ -169,3 +169,47 @@ TEST(daemon_death_keeps_client_memory)
 	vram_client_close(c);
 	vram_client_close(c);
 }
+
+/* The process that must save a persistent pool's backup dies before it
+ * has: the half-made backup is not trusted, the pool goes back to ACTIVE
+ * with its content in device memory, and a new owner finds it intact. */
+TEST(saver_killed_mid_pause_loses_nothing)
+{
+	integ_start("256M");
+	struct integ_sync s;
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *c = integ_connect("saver");
+		vram_pool *w = integ_pool(c, "keep.w", "weights", VRAM_POLICY_HOST,
+					  VRAM_POOL_PERSIST);
+		void *a;
+		ASSERT_OK(vram_alloc(w, 8 * MiB, &a));
+		integ_fill(a, 8 * MiB, 31);
+		integ_signal(s.to_parent[1]);
+		pause(); /* never handles the pause event */
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	vram_client *c = integ_connect("controller");
+	struct vram_selector sel = { .name = "keep.w" };
+	ASSERT_EQ(vram_pause(c, &sel, 200, NULL), -ETIMEDOUT);
+	ASSERT_EQ(integ_info(c, "keep.w").state, VRAM_STATE_PAUSING);
+	kill(pid, SIGKILL);
+	ASSERT_EQ(harness_wait(pid, 5000), 128 + SIGKILL);
+	for (int i = 0; i < 100 && integ_info(c, "keep.w").state != VRAM_STATE_ACTIVE; i++)
+		harness_msleep(10);
+	struct vram_pool_info info = integ_info(c, "keep.w");
+	ASSERT_EQ(info.state, VRAM_STATE_ACTIVE);
+	ASSERT_UEQ(info.backup_bytes, 0);
+	ASSERT_UEQ(integ_stats(c).used_bytes, 64 * MiB);
+	vram_pool *w;
+	ASSERT_OK(vram_pool_open(c, "keep.w", 0, &w));
+	ASSERT_OK(integ_check((void *)vram_pool_base(w), 8 * MiB, 31));
+	/* And now it pauses and resumes properly with its new owner. */
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	ASSERT_OK(integ_check((void *)vram_pool_base(w), 8 * MiB, 31));
+	vram_client_close(c);
+	integ_stop();
+}

@@ -170,18 +170,27 @@ TEST(pause_resume_cycle_two_mappers)
 	ASSERT_OK(pool_mapper_add(p, B, &bw, true));
 	ASSERT_EQ(pool_mapper_add(p, B, &bw, true), -EEXIST);
 
-	ASSERT_EQ(pool_pause_begin(p, 10), 2);
+	/* First round: the owner alone saves the backup. */
+	ASSERT_EQ(pool_pause_begin(p, 10), 1);
 	ASSERT_EQ(p->state, POOL_PAUSING);
-	/* The owner saves the backup, the read-only mapper does not. */
 	ASSERT(pool_mapper_find(p, A)->backup);
-	ASSERT(!pool_mapper_find(p, B)->backup);
+	ASSERT(pool_mapper_find(p, A)->pending);
+	ASSERT(!pool_mapper_find(p, B)->pending);
 	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY);
+	ASSERT_EQ(pool_pause_continue(p, 11), -EINVAL); /* saver not done */
 	ASSERT_EQ(pool_ack(p, A, 9, 0), 0); /* wrong event */
 	ASSERT_EQ(pool_ack(p, C, 10, 0), 0); /* not a mapper */
+	ASSERT_EQ(pool_ack(p, B, 10, 0), 0); /* not asked yet */
 	ASSERT_EQ(pool_ack(p, A, 10, 0), 1);
 	ASSERT_EQ(pool_ack(p, A, 10, 0), 0); /* twice */
+	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY); /* still saving */
+	/* Second round: the read-only mapper unmaps, without saving. */
+	ASSERT_EQ(pool_pause_continue(p, 11), 1);
+	ASSERT(!pool_mapper_find(p, B)->backup);
+	ASSERT(!pool_mapper_find(p, A)->pending);
 	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY);
-	ASSERT_EQ(pool_ack(p, B, 10, 0), 1);
+	ASSERT_EQ(pool_ack(p, B, 10, 0), 0); /* the old round */
+	ASSERT_EQ(pool_ack(p, B, 11, 0), 1);
 	ASSERT_EQ(pool_pause_finish(p, b), (int64_t)3 * GRAN);
 	ASSERT_EQ(p->state, POOL_PAUSED);
 	ASSERT(p->backup_valid);
@@ -216,6 +225,7 @@ TEST(resume_out_of_memory_stays_paused_and_retries)
 	ASSERT_OK(pool_grow(p, b, 4ull * GRAN, GRAN, 240, &first));
 	ASSERT_EQ(pool_pause_begin(p, 1), 1);
 	pool_ack(p, A, 1, 0);
+	ASSERT_EQ(pool_pause_continue(p, 9), 0); /* nobody else maps it */
 	ASSERT_EQ(pool_pause_finish(p, b), (int64_t)4 * GRAN);
 	/* Fail each create step in turn: always PAUSED, nothing held. */
 	for (int step = 0; step < 4; step++) {
@@ -244,9 +254,10 @@ TEST(mapper_failing_resume_is_undone_to_paused)
 
 	ASSERT_OK(pool_grow(p, b, 2ull * GRAN, GRAN, 240, &first));
 	ASSERT_OK(pool_mapper_add(p, B, &bw, false));
-	ASSERT_EQ(pool_pause_begin(p, 1), 2);
+	ASSERT_EQ(pool_pause_begin(p, 1), 1);
 	pool_ack(p, A, 1, 0);
-	pool_ack(p, B, 1, 0);
+	ASSERT_EQ(pool_pause_continue(p, 10), 1);
+	pool_ack(p, B, 10, 0);
 	ASSERT(pool_pause_finish(p, b) > 0);
 	ASSERT_EQ(pool_resume_begin(p, b, 2), 2);
 	pool_ack(p, A, 2, 0);
@@ -283,20 +294,79 @@ TEST(pause_mapper_failure_keeps_chunks_and_retries)
 
 	ASSERT_OK(pool_grow(p, b, 2ull * GRAN, GRAN, 240, &first));
 	ASSERT_OK(pool_mapper_add(p, B, &bw, false));
-	ASSERT_EQ(pool_pause_begin(p, 1), 2);
-	pool_ack(p, A, 1, EIO); /* the backup copy failed */
-	pool_ack(p, B, 1, 0);
+	/* The saver cannot save: nobody else was asked to unmap, so the
+	 * pool goes back to ACTIVE with its content. */
+	ASSERT_EQ(pool_pause_begin(p, 1), 1);
+	pool_ack(p, A, 1, EIO);
+	ASSERT_EQ(pool_pause_continue(p, 2), -EINVAL);
+	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY);
+	ASSERT_OK(pool_pause_abort(p));
+	ASSERT_EQ(p->state, POOL_ACTIVE);
+	ASSERT_EQ(live, 2);
+	/* Saved this time; then B fails to unmap: the pool stays PAUSING with
+	 * its chunks, and pausing again asks only B. */
+	ASSERT_EQ(pool_pause_begin(p, 3), 1);
+	pool_ack(p, A, 3, 0);
+	ASSERT_EQ(pool_pause_continue(p, 4), 1);
+	pool_ack(p, B, 4, EIO);
 	ASSERT_EQ(pool_pause_finish(p, b), -EBUSY);
 	ASSERT_EQ(p->state, POOL_PAUSING);
-	ASSERT_EQ(live, 2); /* nothing released: the content is not saved */
-	/* Pausing again asks only the failed mapper, to save again. */
-	ASSERT_EQ(pool_pause_begin(p, 2), 1);
-	ASSERT(pool_mapper_find(p, A)->pending);
-	ASSERT(pool_mapper_find(p, A)->backup);
-	ASSERT(!pool_mapper_find(p, B)->pending);
-	pool_ack(p, A, 2, 0);
+	ASSERT_EQ(live, 2);
+	ASSERT_EQ(pool_pause_begin(p, 5), 1);
+	ASSERT(!pool_mapper_find(p, A)->pending);
+	ASSERT(pool_mapper_find(p, B)->pending);
+	ASSERT(!pool_mapper_find(p, B)->backup);
+	pool_ack(p, B, 5, 0);
 	ASSERT(pool_pause_finish(p, b) > 0);
 	ASSERT_EQ(p->state, POOL_PAUSED);
+	ASSERT(p->backup_valid);
+	ASSERT_EQ(live, 0);
+	pool_destroy(p, b);
+	backend_destroy(b);
+}
+
+/* The saver dies while saving: its half-made backup is not trusted, the
+ * pool is ACTIVE again and nothing was released. The restorer dies while
+ * restoring: the resume is undone and the backup is kept. */
+TEST(saver_or_restorer_dying_loses_nothing)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	struct identity bw = who(2), cw = who(3);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, 2ull * GRAN, GRAN, 240, &first));
+	ASSERT_OK(pool_mapper_add(p, B, &bw, false));
+	ASSERT_EQ(pool_pause_begin(p, 1), 1);
+	ASSERT_EQ(pool_mapper_remove(p, A), 1); /* the saver dies */
+	pool_set_owner(p, NULL, NULL);
+	ASSERT_EQ(p->pending, 0);
+	ASSERT_EQ(p->round_err, EPIPE);
+	ASSERT_OK(pool_pause_abort(p));
+	ASSERT_EQ(p->state, POOL_ACTIVE);
+	ASSERT(!p->backup_valid);
+	ASSERT_EQ(live, 2);
+
+	/* B becomes the saver. */
+	ASSERT_EQ(pool_pause_begin(p, 2), 1);
+	ASSERT(pool_mapper_find(p, B)->backup);
+	pool_ack(p, B, 2, 0);
+	ASSERT_EQ(pool_pause_continue(p, 3), 0);
+	ASSERT(pool_pause_finish(p, b) > 0);
+	ASSERT(p->backup_valid);
+
+	/* C joins; B restores on resume and dies doing it. */
+	ASSERT_OK(pool_mapper_add(p, C, &cw, false));
+	ASSERT_EQ(pool_resume_begin(p, b, 4), 2);
+	ASSERT(pool_mapper_find(p, B)->backup);
+	pool_ack(p, C, 4, 0);
+	ASSERT_EQ(pool_mapper_remove(p, B), 1);
+	ASSERT_EQ(pool_resume_finish(p), -EIO);
+	ASSERT_EQ(pool_resume_undo(p, 5), 1); /* C unmaps again */
+	pool_ack(p, C, 5, 0);
+	ASSERT(pool_pause_finish(p, b) > 0);
+	ASSERT_EQ(p->state, POOL_PAUSED);
+	ASSERT(p->backup_valid);
 	ASSERT_EQ(live, 0);
 	pool_destroy(p, b);
 	backend_destroy(b);
