@@ -62,18 +62,27 @@ int backend_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 		c->fd = -1;
 		return r;
 	}
+	c->counted = true;
 	b->devices[dev].used_bytes += c->size;
 	b->used_bytes += c->size;
 	return 0;
 }
 
-void backend_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
+void backend_chunk_unref(struct backend *b, unsigned dev, struct chunk *c)
 {
 	if (c->fd < 0)
 		return;
 	b->ops->chunk_release(b, dev, c);
 	c->fd = -1;
 	c->handle = 0;
+}
+
+void backend_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
+{
+	backend_chunk_unref(b, dev, c);
+	if (!c->counted)
+		return;
+	c->counted = false;
 	b->devices[dev].used_bytes -= c->size;
 	b->used_bytes -= c->size;
 }

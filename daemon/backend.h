@@ -10,6 +10,7 @@
 #ifndef VRAMD_BACKEND_H
 #define VRAMD_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define BACKEND_MAX_DEVICES 16
@@ -26,8 +27,9 @@ struct backend_device {
 struct chunk {
 	uint64_t offset;  /* in the pool's range; set by the pool */
 	uint64_t size;
-	int fd;           /* exported handle, owned by the daemon */
+	int fd;           /* exported handle, owned by the daemon, or -1 */
 	uintptr_t handle; /* backend-private, 0 if unused */
+	bool counted;     /* its bytes count in used_bytes: until released */
 };
 
 struct backend;
@@ -84,6 +86,10 @@ void backend_destroy(struct backend *b);
 /* Chunk helpers that keep used_bytes in step. */
 int backend_chunk_create(struct backend *b, unsigned dev, struct chunk *c);
 void backend_chunk_release(struct backend *b, unsigned dev, struct chunk *c);
+/* Drops the daemon's reference but keeps the bytes counted: mappers may
+ * still hold the memory (a pause in progress). backend_chunk_release()
+ * later uncounts them. */
+void backend_chunk_unref(struct backend *b, unsigned dev, struct chunk *c);
 int backend_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 		     uint64_t *total_bytes);
 

@@ -206,6 +206,7 @@ int pool_grow(struct pool *p, struct backend *b, uint64_t bytes,
 		c->size = left < chunk_max ? left : chunk_max;
 		c->fd = -1;
 		c->handle = 0;
+		c->counted = false;
 		r = backend_chunk_create(b, p->device, c);
 		if (r < 0)
 			goto undo;
@@ -325,6 +326,16 @@ int pool_pause_continue(struct pool *p, uint64_t event_id)
 		if (m->pending)
 			p->pending++;
 	return (int)p->pending;
+}
+
+int pool_release_early(struct pool *p, struct backend *b)
+{
+	if (p->state != POOL_PAUSING || p->saving)
+		return -EBUSY;
+	/* Counted until pause_finish: a mapper late to unmap still holds it. */
+	for (unsigned i = 0; i < p->n_chunks; i++)
+		backend_chunk_unref(b, p->device, &p->chunks[i]);
+	return 0;
 }
 
 int pool_pause_abort(struct pool *p)

@@ -124,6 +124,14 @@ int pool_pause_begin(struct pool *p, uint64_t event_id);
 int pool_pause_continue(struct pool *p, uint64_t event_id);
 int pool_pause_abort(struct pool *p);
 
+/* In a PAUSING round that only unmaps (no saver at work), drops the
+ * daemon's chunk references at once instead of after the acks: the last
+ * mapper to unmap then frees the memory in its own process, the driver's
+ * fast path (on the H200 a 16 GiB pause took 10 ms when the daemon's close
+ * freed it, 7 ms in-process). Nothing is lost: the content is not kept
+ * (discard) or already saved (host). -EBUSY while a saver is at work. */
+int pool_release_early(struct pool *p, struct backend *b);
+
 /* PAUSING with no ack owed -> PAUSED: the daemon drops its chunk fds, so
  * the device memory is free once mappers have unmapped. Returns the bytes
  * released, -EBUSY when acks are owed or a mapper failed (the pool stays

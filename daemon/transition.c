@@ -132,6 +132,7 @@ void transition_advance(struct server *srv, struct pool *p)
 			}
 			if (pool_pause_continue(p, ++srv->next_event_id) > 0)
 				round_send(p, VRAM__EVENT_KIND__EVENT_PAUSE);
+			pool_release_early(p, srv->backend);
 			transition_advance(srv, p);
 			return;
 		}
@@ -198,6 +199,7 @@ void transition_advance(struct server *srv, struct pool *p)
 			 p->name, strerror(err));
 		if (pool_resume_undo(p, ++srv->next_event_id) > 0)
 			round_send(p, VRAM__EVENT_KIND__EVENT_PAUSE);
+		pool_release_early(p, srv->backend);
 		transition_advance(srv, p);
 		return;
 	default:
@@ -400,6 +402,8 @@ static void item_begin(struct server *srv, struct transition *t,
 	if (r > 0)
 		round_send(p, t->resume ? VRAM__EVENT_KIND__EVENT_RESUME
 					: VRAM__EVENT_KIND__EVENT_PAUSE);
+	if (!t->resume)
+		pool_release_early(p, srv->backend);
 	transition_advance(srv, p);
 }
 

@@ -442,3 +442,44 @@ TEST(orphaned_persistent_pool_is_taken_over)
 	ASSERT_EQ(live, 0);
 	backend_destroy(b);
 }
+
+/* The daemon lets go of a pool's chunks as soon as no content depends on
+ * it, so the last mapper frees the memory; never while a saver works. */
+TEST(early_release_only_when_nothing_is_saved)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *kv = make_pool(POOL_DISCARD);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(kv, b, 2ull * GRAN, GRAN, 240, &first));
+	ASSERT_EQ(pool_release_early(kv, b), -EBUSY); /* ACTIVE */
+	ASSERT_EQ(pool_pause_begin(kv, 1), 1);
+	ASSERT_OK(pool_release_early(kv, b));
+	ASSERT_EQ(live, 0);
+	/* Still counted: a mapper may not have unmapped yet. */
+	ASSERT_UEQ(b->used_bytes, 2ull * GRAN);
+	ASSERT_EQ(kv->state, POOL_PAUSING);
+	pool_ack(kv, A, 1, 0);
+	ASSERT_EQ(pool_pause_finish(kv, b), (int64_t)2 * GRAN);
+	ASSERT_UEQ(b->used_bytes, 0);
+	/* Resume makes chunks again. */
+	ASSERT_EQ(pool_resume_begin(kv, b, 2), 1);
+	ASSERT_EQ(live, 2);
+	pool_ack(kv, A, 2, 0);
+	ASSERT_OK(pool_resume_finish(kv));
+
+	struct pool *w = make_pool(POOL_HOST);
+	ASSERT_OK(pool_grow(w, b, GRAN, GRAN, 240, &first));
+	ASSERT_EQ(pool_pause_begin(w, 3), 1);
+	ASSERT_EQ(pool_release_early(w, b), -EBUSY); /* the saver is at work */
+	ASSERT_EQ(live, 3);
+	pool_ack(w, A, 3, 0);
+	ASSERT_EQ(pool_pause_continue(w, 4), 0);
+	ASSERT_OK(pool_release_early(w, b));
+	ASSERT_EQ(live, 2);
+	ASSERT(pool_pause_finish(w, b) > 0);
+	pool_destroy(w, b);
+	pool_destroy(kv, b);
+	ASSERT_EQ(live, 0);
+	backend_destroy(b);
+}
