@@ -29,6 +29,7 @@
 
 #include "cuda_driver.h"
 #include "error.h"
+#include "host_regs.h"
 #include "log.h"
 #include "vmm.h"
 
@@ -45,20 +46,14 @@ struct cuda_dev {
 	CUstream streams[COPY_MAX_STREAMS];
 };
 
-struct host_reg {
-	void *host;
-	size_t len;
-};
-
 struct vmm_cuda {
 	struct vmm base;
 	struct cuda_driver cu;
-	pthread_mutex_t lock; /* inited, devs' setup, regs */
+	pthread_mutex_t lock; /* inited, devs' setup */
 	int inited; /* 1: cuInit done; < 0: it failed with that errno */
 	int n_devices;
 	struct cuda_dev devs[VMM_CUDA_MAX_DEVICES];
-	struct host_reg *regs;
-	size_t n_regs, cap_regs;
+	struct host_regs regs;
 	int warned_readonly; /* the read-only fallback was logged */
 	unsigned copy_streams;
 	uint64_t copy_piece;
@@ -341,30 +336,6 @@ static int cuda_sync(struct vmm *v, unsigned dev)
 
 /* ---- host memory and copies -------------------------------------------- */
 
-/* Remembers a registration (for destroy); -ENOMEM if it cannot. */
-static int vc_regs_add(struct vmm_cuda *vc, void *host, size_t len)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&vc->lock);
-	if (vc->n_regs == vc->cap_regs) {
-		size_t cap = vc->cap_regs ? 2 * vc->cap_regs : 16;
-		struct host_reg *regs = realloc(vc->regs, cap * sizeof(*regs));
-		if (!regs) {
-			r = -ENOMEM;
-			goto out;
-		}
-		vc->regs = regs;
-		vc->cap_regs = cap;
-	}
-	vc->regs[vc->n_regs].host = host;
-	vc->regs[vc->n_regs].len = len;
-	vc->n_regs++;
-out:
-	pthread_mutex_unlock(&vc->lock);
-	return r;
-}
-
 static int cuda_host_register(struct vmm *v, void *host, size_t len)
 {
 	struct vmm_cuda *vc = vc_of(v);
@@ -377,7 +348,7 @@ static int cuda_host_register(struct vmm *v, void *host, size_t len)
 	/* Portable: usable from every context, whichever device copies. */
 	cr = vc->cu.cuMemHostRegister(host, len, CU_MEMHOSTREGISTER_PORTABLE);
 	if (cr == CUDA_SUCCESS) {
-		r = vc_regs_add(vc, host, len);
+		r = host_regs_add(&vc->regs, host, len);
 		/* Unknown to destroy, it would stay pinned: undo it. */
 		if (r < 0)
 			vc->cu.cuMemHostUnregister(host);
@@ -388,25 +359,12 @@ static int cuda_host_register(struct vmm *v, void *host, size_t len)
 	return r;
 }
 
-static int cuda_host_unregister(struct vmm *v, void *host, size_t len)
+/* The driver's half of an unregistration. */
+static int vc_unregister(struct vmm_cuda *vc, void *host)
 {
-	struct vmm_cuda *vc = vc_of(v);
 	CUresult cr;
-	int r;
+	int r = vc_enter(vc, vc_any_device(vc));
 
-	pthread_mutex_lock(&vc->lock);
-	size_t i;
-	for (i = 0; i < vc->n_regs; i++)
-		if (vc->regs[i].host == host)
-			break;
-	if (i == vc->n_regs) {
-		pthread_mutex_unlock(&vc->lock);
-		return -ENOENT;
-	}
-	vc->regs[i] = vc->regs[--vc->n_regs];
-	pthread_mutex_unlock(&vc->lock);
-
-	r = vc_enter(vc, vc_any_device(vc));
 	if (r < 0)
 		return r;
 	cr = vc->cu.cuMemHostUnregister(host);
@@ -414,6 +372,14 @@ static int cuda_host_unregister(struct vmm *v, void *host, size_t len)
 	if (cr != CUDA_SUCCESS)
 		return vc_err(vc, "cuMemHostUnregister", cr);
 	return 0;
+}
+
+static int cuda_host_unregister(struct vmm *v, void *host, size_t len)
+{
+	struct vmm_cuda *vc = vc_of(v);
+	int r = host_regs_remove(&vc->regs, host);
+
+	return r < 0 ? r : vc_unregister(vc, host);
 }
 
 /* Makes dev's copy streams the first time (context current). */
@@ -505,9 +471,10 @@ static void cuda_destroy(struct vmm *v)
 	struct vmm_cuda *vc = vc_of(v);
 
 	/* Registrations the caller left would pin their pages until exit. */
-	while (vc->n_regs > 0)
-		cuda_host_unregister(v, vc->regs[vc->n_regs - 1].host,
-				     vc->regs[vc->n_regs - 1].len);
+	void *host;
+	size_t len;
+	while (host_regs_pop(&vc->regs, &host, &len))
+		vc_unregister(vc, host);
 	for (unsigned i = 0; i < VMM_CUDA_MAX_DEVICES; i++) {
 		struct cuda_dev *d = &vc->devs[i];
 		if (!d->retained)
@@ -520,7 +487,7 @@ static void cuda_destroy(struct vmm *v)
 		}
 		vc->cu.cuDevicePrimaryCtxRelease(d->dev);
 	}
-	free(vc->regs);
+	host_regs_fini(&vc->regs);
 	pthread_mutex_destroy(&vc->lock);
 	/* libcuda stays loaded: its threads and the host program's use of it
 	 * outlive us. */
@@ -560,6 +527,7 @@ int vmm_cuda_open(struct vmm **out)
 		return r;
 	}
 	pthread_mutex_init(&vc->lock, NULL);
+	host_regs_init(&vc->regs);
 	vc->base.ops = &cuda_vmm_ops;
 	vc->base.priv = vc;
 	*out = &vc->base;

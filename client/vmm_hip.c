@@ -60,6 +60,7 @@
 #include "error.h"
 #include "hip_api.h"
 #include "hip_vmm.h"
+#include "host_regs.h"
 #include "log.h"
 #include "vmm.h"
 
@@ -104,11 +105,6 @@ struct hip_range {
 	size_t n, cap;
 };
 
-struct host_reg {
-	void *host;
-	size_t len;
-};
-
 struct hip_devq {
 	unsigned n_streams;
 	hipStream_t streams[COPY_MAX_STREAMS];
@@ -117,7 +113,7 @@ struct hip_devq {
 struct vmm_hip {
 	struct vmm base;
 	struct hip_api api;
-	pthread_mutex_t lock;	 /* inited, regs, streams */
+	pthread_mutex_t lock;	 /* inited, streams */
 	pthread_mutex_t vm_lock; /* ranges; held across their calls */
 	int inited; /* 1: runtime started; < 0: it failed with that errno */
 	char init_msg[256]; /* why it failed, for every later call */
@@ -127,8 +123,7 @@ struct vmm_hip {
 	int rereserve; /* decided when the runtime starts */
 	struct hip_range *ranges;
 	size_t n_ranges, cap_ranges;
-	struct host_reg *regs;
-	size_t n_regs, cap_regs;
+	struct host_regs regs;
 	int warned_readonly;
 	unsigned copy_streams;
 	uint64_t copy_piece;
@@ -811,30 +806,6 @@ static int hip_sync(struct vmm *v, unsigned dev)
 
 /* ---- host memory and copies -------------------------------------------- */
 
-/* Remembers a registration (for destroy); -ENOMEM if it cannot. */
-static int vh_regs_add(struct vmm_hip *vh, void *host, size_t len)
-{
-	int r = 0;
-
-	pthread_mutex_lock(&vh->lock);
-	if (vh->n_regs == vh->cap_regs) {
-		size_t cap = vh->cap_regs ? 2 * vh->cap_regs : 16;
-		struct host_reg *regs = realloc(vh->regs, cap * sizeof(*regs));
-		if (!regs) {
-			r = -ENOMEM;
-			goto out;
-		}
-		vh->regs = regs;
-		vh->cap_regs = cap;
-	}
-	vh->regs[vh->n_regs].host = host;
-	vh->regs[vh->n_regs].len = len;
-	vh->n_regs++;
-out:
-	pthread_mutex_unlock(&vh->lock);
-	return r;
-}
-
 static int hip_host_register(struct vmm *v, void *host, size_t len)
 {
 	struct vmm_hip *vh = vh_of(v);
@@ -847,7 +818,7 @@ static int hip_host_register(struct vmm *v, void *host, size_t len)
 	e = vh->api.hipHostRegister(host, len, hipHostRegisterPortable);
 	if (e != hipSuccess)
 		return vh_err(vh, "hipHostRegister", e);
-	r = vh_regs_add(vh, host, len);
+	r = host_regs_add(&vh->regs, host, len);
 	/* Unknown to destroy, it would stay pinned: undo it. */
 	if (r < 0)
 		vh->api.hipHostUnregister(host);
@@ -857,19 +828,10 @@ static int hip_host_register(struct vmm *v, void *host, size_t len)
 static int hip_host_unregister(struct vmm *v, void *host, size_t len)
 {
 	struct vmm_hip *vh = vh_of(v);
-	size_t i;
+	int r = host_regs_remove(&vh->regs, host);
 
-	pthread_mutex_lock(&vh->lock);
-	for (i = 0; i < vh->n_regs; i++)
-		if (vh->regs[i].host == host)
-			break;
-	if (i == vh->n_regs) {
-		pthread_mutex_unlock(&vh->lock);
-		return -ENOENT;
-	}
-	vh->regs[i] = vh->regs[--vh->n_regs];
-	pthread_mutex_unlock(&vh->lock);
-
+	if (r < 0)
+		return r;
 	hipError_t e = vh->api.hipHostUnregister(host);
 	if (e != hipSuccess)
 		return vh_err(vh, "hipHostUnregister", e);
@@ -965,9 +927,10 @@ static void hip_destroy(struct vmm *v)
 	struct vmm_hip *vh = vh_of(v);
 
 	/* Registrations the caller left would pin their pages until exit. */
-	while (vh->n_regs > 0)
-		hip_host_unregister(v, vh->regs[vh->n_regs - 1].host,
-				    vh->regs[vh->n_regs - 1].len);
+	void *host;
+	size_t len;
+	while (host_regs_pop(&vh->regs, &host, &len))
+		vh->api.hipHostUnregister(host);
 	for (unsigned i = 0; i < VMM_HIP_MAX_DEVICES; i++) {
 		struct hip_devq *d = &vh->devs[i];
 		int saved;
@@ -982,7 +945,7 @@ static void hip_destroy(struct vmm *v)
 	for (size_t i = 0; i < vh->n_ranges; i++)
 		free(vh->ranges[i].p);
 	free(vh->ranges);
-	free(vh->regs);
+	host_regs_fini(&vh->regs);
 	pthread_mutex_destroy(&vh->vm_lock);
 	pthread_mutex_destroy(&vh->lock);
 	/* libamdhip64 stays loaded (hip_api.h says why). */
@@ -1047,6 +1010,7 @@ int vmm_hip_open_with(const struct hip_api *api, struct vmm **out)
 			vh->mode = m;
 	}
 	pthread_mutex_init(&vh->lock, NULL);
+	host_regs_init(&vh->regs);
 	pthread_mutex_init(&vh->vm_lock, NULL);
 	vh->base.ops = &hip_vmm_ops;
 	vh->base.priv = vh;
