@@ -27,9 +27,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "demo.h"
 #include "vram.h"
 
-#define MIB (UINT64_C(1) << 20)
 #define N_LAYERS 4
 #define SEED UINT64_C(0x9e3779b97f4a7c15)
 
@@ -77,12 +77,6 @@ static void die_vram(const char *what, int r)
 	fprintf(stderr, "engine: %s: %s\n", what,
 		msg && *msg ? msg : strerror(-r));
 	exit(1);
-}
-
-static const char *mib_text(uint64_t bytes, char *buf, size_t size)
-{
-	snprintf(buf, size, "%" PRIu64 "M", bytes / MIB);
-	return buf;
 }
 
 /* Writes step to the notify fd, if there is one. */
@@ -153,12 +147,13 @@ static void engine_load(struct engine *e, uint64_t weights_mib, uint64_t kv_mib)
 
 	printf("engine: weights %s in %d tensors at %#" PRIxPTR
 	       " (pool %s), checksum %016" PRIx64 "\n",
-	       mib_text(weights_mib * MIB, a, sizeof(a)), N_LAYERS,
+	       demo_size_text(weights_mib * MIB, a, sizeof(a)), N_LAYERS,
 	       e->weights_base,
-	       mib_text(vram_pool_size(e->weights), b, sizeof(b)), e->checksum);
+	       demo_size_text(vram_pool_size(e->weights), b, sizeof(b)),
+	       e->checksum);
 	printf("engine: KV cache %s at %#" PRIxPTR " (pool %s)\n",
-	       mib_text(e->kv_bytes, a, sizeof(a)), e->kv_base,
-	       mib_text(vram_pool_size(e->kv), b, sizeof(b)));
+	       demo_size_text(e->kv_bytes, a, sizeof(a)), e->kv_base,
+	       demo_size_text(vram_pool_size(e->kv), b, sizeof(b)));
 }
 
 /* Checks every byte of the weights against the stream that wrote them.
@@ -211,22 +206,6 @@ static bool engine_verify(struct engine *e)
 	return true;
 }
 
-/* A decimal number in [min, max], digits only. 0 or -EINVAL. */
-static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
-}
-
 static void usage(FILE *f)
 {
 	fputs("usage: engine [--socket PATH] [--weights-mib N] [--kv-mib N] "
@@ -258,15 +237,16 @@ int main(int argc, char **argv)
 			socket = optarg;
 			break;
 		case 'w':
-			if (parse_uint(optarg, 1, 1 << 20, &weights_mib) < 0)
+			if (demo_parse_uint(optarg, 1, 1 << 20, &weights_mib) <
+			    0)
 				goto usage_error;
 			break;
 		case 'k':
-			if (parse_uint(optarg, 1, 1 << 20, &kv_mib) < 0)
+			if (demo_parse_uint(optarg, 1, 1 << 20, &kv_mib) < 0)
 				goto usage_error;
 			break;
 		case 'n':
-			if (parse_uint(optarg, 0, 1023, &fd) < 0)
+			if (demo_parse_uint(optarg, 0, 1023, &fd) < 0)
 				goto usage_error;
 			notify_fd = (int)fd;
 			break;

@@ -28,9 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "demo.h"
 #include "vram.h"
-
-#define MIB (UINT64_C(1) << 20)
 
 struct trainer {
 	vram_client *client;
@@ -46,15 +45,6 @@ static void fail_vram(const char *what, int r)
 	fprintf(stderr, "trainer: %s: %s\n", what,
 		msg && *msg ? msg : strerror(-r));
 	exit(1);
-}
-
-static const char *size_text(uint64_t bytes, char *buf, size_t size)
-{
-	if (bytes % MIB == 0)
-		snprintf(buf, size, "%" PRIu64 "M", bytes / MIB);
-	else
-		snprintf(buf, size, "%.1fM", (double)bytes / (double)MIB);
-	return buf;
 }
 
 static double now_ms(void)
@@ -128,15 +118,15 @@ static void trainer_probe(struct trainer *t)
 	if (r == 0) {
 		printf("trainer: FAILED: got %s while the engine holds its "
 		       "memory; the device is larger than the demo assumes\n",
-		       size_text(t->bytes, a, sizeof(a)));
+		       demo_size_text(t->bytes, a, sizeof(a)));
 		exit(1);
 	}
 	if (r != -ENOMEM)
 		fail_vram("probing", r);
 	printf("trainer: %s does not fit now (device free %s): %s, as "
 	       "expected\n",
-	       size_text(t->bytes, a, sizeof(a)),
-	       size_text(free_bytes, b, sizeof(b)), strerror(-r));
+	       demo_size_text(t->bytes, a, sizeof(a)),
+	       demo_size_text(free_bytes, b, sizeof(b)), strerror(-r));
 	vram_pool_close(p);
 }
 
@@ -159,9 +149,9 @@ static void trainer_transition(struct trainer *t, bool pause)
 	       "%s %s; device free %s -> %s\n",
 	       pause ? "paused" : "resumed", rep.pools, t->engine_pid, ms,
 	       pause ? "released" : "restored",
-	       size_text(rep.bytes, a, sizeof(a)),
-	       size_text(rep.free_before, b, sizeof(b)),
-	       size_text(rep.free_after, c, sizeof(c)));
+	       demo_size_text(rep.bytes, a, sizeof(a)),
+	       demo_size_text(rep.free_before, b, sizeof(b)),
+	       demo_size_text(rep.free_after, c, sizeof(c)));
 	if (rep.pools == 0 || rep.bytes == 0 || rep.failed) {
 		printf("trainer: FAILED: expected the engine's pools to %s\n",
 		       pause ? "pause" : "resume");
@@ -173,7 +163,7 @@ static void trainer_transition(struct trainer *t, bool pause)
 		    rep.free_before < rep.free_after + rep.bytes) {
 		printf("trainer: FAILED: the device's free memory did not "
 		       "move by %s\n",
-		       size_text(rep.bytes, a, sizeof(a)));
+		       demo_size_text(rep.bytes, a, sizeof(a)));
 		exit(1);
 	}
 }
@@ -205,25 +195,10 @@ static vram_pool *trainer_train(struct trainer *t)
 	}
 	printf("trainer: allocated %s (pool %s) and wrote it in %.0f ms; "
 	       "device free now %s\n",
-	       size_text(t->bytes, a, sizeof(a)),
-	       size_text(vram_pool_size(p), b, sizeof(b)), now_ms() - start,
-	       size_text(device_free(t), c, sizeof(c)));
+	       demo_size_text(t->bytes, a, sizeof(a)),
+	       demo_size_text(vram_pool_size(p), b, sizeof(b)),
+	       now_ms() - start, demo_size_text(device_free(t), c, sizeof(c)));
 	return p;
-}
-
-static int parse_uint(const char *s, uint64_t min, uint64_t max, uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return -EINVAL;
-	*out = v;
-	return 0;
 }
 
 static void usage(FILE *f)
@@ -257,17 +232,17 @@ int main(int argc, char **argv)
 			socket = optarg;
 			break;
 		case 'p':
-			if (parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
+			if (demo_parse_uint(optarg, 1, UINT32_MAX, &v) < 0)
 				goto usage_error;
 			t.engine_pid = (uint32_t)v;
 			break;
 		case 'm':
-			if (parse_uint(optarg, 1, 1 << 20, &v) < 0)
+			if (demo_parse_uint(optarg, 1, 1 << 20, &v) < 0)
 				goto usage_error;
 			t.bytes = v * MIB;
 			break;
 		case 'n':
-			if (parse_uint(optarg, 0, 1023, &v) < 0)
+			if (demo_parse_uint(optarg, 0, 1023, &v) < 0)
 				goto usage_error;
 			t.notify_fd = (int)v;
 			break;
@@ -303,7 +278,7 @@ int main(int argc, char **argv)
 
 	vram_pool_close(grads);
 	printf("trainer: closed its pool; device free now %s\n",
-	       size_text(device_free(&t), a, sizeof(a)));
+	       demo_size_text(device_free(&t), a, sizeof(a)));
 	trainer_step_done(&t, "freed");
 
 	trainer_transition(&t, false);
