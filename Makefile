@@ -210,6 +210,8 @@ install: all
 	install -m 644 client/include/vram.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 etc/vramd.service etc/vramd.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 644 etc/vramd.conf $(DESTDIR)/etc/vramd/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 docs/vramctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 clean:
 	rm -rf build build-asan
