@@ -67,6 +67,15 @@ static const struct client_device *device_find(const struct vram_client *c,
 	return NULL;
 }
 
+static const struct client_device *device_by_uuid(const struct vram_client *c,
+						  const char *uuid)
+{
+	for (unsigned i = 0; i < c->n_devices; i++)
+		if (strcmp(c->devices[i].uuid, uuid) == 0)
+			return &c->devices[i];
+	return NULL;
+}
+
 /* x rounded up to a multiple of a (a > 0); 0 on overflow. */
 static uint64_t round_up(uint64_t x, uint64_t a)
 {
@@ -299,12 +308,22 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 	if (r < 0)
 		return error_finish(eg, r);
 
-	const struct client_device *d = device_find(c, opts->device);
+	unsigned device = opts->device;
+	if (opts->device_uuid) {
+		const struct client_device *u = device_by_uuid(c, opts->device_uuid);
+		if (!u) {
+			r = error_set(ENODEV, "vramd has no device %s",
+				      opts->device_uuid);
+			goto out;
+		}
+		device = u->index;
+	}
+	const struct client_device *d = device_find(c, device);
 	if (!d) {
-		r = error_set(ENODEV, "vramd has no device %u", opts->device);
+		r = error_set(ENODEV, "vramd has no device %u", device);
 		goto out;
 	}
-	p = pool_new(c, opts->device, false);
+	p = pool_new(c, device, false);
 	if (!p) {
 		r = error_set(ENOMEM, "out of memory");
 		goto out;
@@ -318,13 +337,13 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 		r = error_set(
 			EINVAL,
 			"pool %s: no range size (device %u reports 0 bytes)",
-			opts->name, opts->device);
+			opts->name, device);
 		goto out;
 	}
 
 	pc.name = (char *)opts->name;
 	pc.tag = (char *)(opts->tag ? opts->tag : "default");
-	pc.device = opts->device;
+	pc.device = device;
 	pc.policy = opts->policy == VRAM_POLICY_HOST ?
 			    VRAM__POLICY__POLICY_HOST :
 			    VRAM__POLICY__POLICY_DISCARD;

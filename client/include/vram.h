@@ -147,6 +147,9 @@ struct vram_pool_options {
 	enum vram_policy policy;
 	uint64_t reserve_bytes; /* virtual range size; 0: the device's total */
 	unsigned flags;         /* VRAM_POOL_* */
+	const char *device_uuid; /* NULL, or the device by UUID (as vramctl
+				  * status and nvidia-smi -L print it), which
+				  * then replaces device */
 };
 
 /* Creates a pool owned by this client and reserves its virtual range. No

@@ -123,3 +123,24 @@ TEST(other_uid_cannot_touch_pools)
 	vram_client_close(c);
 	integ_stop();
 }
+
+/* A pool's device by UUID, as vramctl status shows it. */
+TEST(device_by_uuid)
+{
+	const char *const extra[] = { "--host-devices", "2", NULL };
+	ASSERT_OK(harness_daemon_start(&integ_daemon, extra));
+	vram_client *c = integ_connect("uuid");
+	struct vram_stats st = integ_stats(c);
+	ASSERT_EQ(st.n_devices, 2);
+	struct vram_pool_options o = { .name = "on1", .tag = "t",
+				       .device_uuid = st.devices[1].uuid };
+	vram_pool *p;
+	ASSERT_OK(vram_pool_create(c, &o, &p));
+	ASSERT_EQ(integ_info(c, "on1").device, 1);
+	o.name = "nowhere";
+	o.device_uuid = "GPU-00000000-0000-0000-0000-000000000000";
+	ASSERT_EQ(vram_pool_create(c, &o, &p), -ENODEV);
+	ASSERT(strstr(vram_last_error(), "GPU-00000000") != NULL);
+	vram_client_close(c);
+	integ_stop();
+}

@@ -59,6 +59,7 @@ class PoolOptions(Structure):
         ("policy", c_int),
         ("reserve_bytes", c_uint64),
         ("flags", c_uint),
+        ("device_uuid", c_char_p),
     ]
 
 
