@@ -1,7 +1,7 @@
-/* vramctl audit: per process and device, memory in use as the driver
- * reports it next to what the process holds through vramd, so memory an
- * engine allocated outside its pools (and that a pause cannot free) shows
- * at once. */
+/* vramctl audit: per process and device, what it maps through vramd next
+ * to the memory the driver charges to the process itself (allocated
+ * outside vramd, which a pause cannot free), so an engine's unmanaged
+ * allocations show at once. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -12,9 +12,11 @@ static const char audit_help[] =
 	"Usage: vramctl audit [--json]\n"
 	"\n"
 	"Lists every process using a GPU, as the driver reports them, and every\n"
-	"vramd client: USED is the device memory the process uses, VIA-VRAMD what\n"
-	"it maps through vramd pools, OUTSIDE the rest (allocations vramd does\n"
-	"not manage, which a pause does not free, plus the driver's context).\n"
+	"vramd client. OUTSIDE is the device memory the driver charges to the\n"
+	"process itself: its context and every allocation vramd does not manage,\n"
+	"which no pause can free. The driver does not charge memory a process\n"
+	"imported from vramd (measured on an H200: a process with a 1 GiB vramd\n"
+	"pool and a context was charged 518 MiB); VIA-VRAMD is that memory.\n"
 	"The host backend cannot list processes: only vramd clients appear.\n";
 
 static int audit_print_json(const struct vram_process_usage *u, size_t n,
@@ -36,10 +38,7 @@ static int audit_print_json(const struct vram_process_usage *u, size_t n,
 		json_kv_bool(&j, "used_known", u[i].used_known != 0);
 		json_kv_uint(&j, "used_bytes", u[i].used_bytes);
 		json_kv_uint(&j, "vramd_bytes", u[i].vramd_bytes);
-		json_kv_uint(&j, "outside_bytes",
-			     u[i].used_known && u[i].used_bytes > u[i].vramd_bytes ?
-				     u[i].used_bytes - u[i].vramd_bytes :
-				     0);
+		json_kv_uint(&j, "outside_bytes", u[i].used_known ? u[i].used_bytes : 0);
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -51,11 +50,11 @@ static int audit_print_text(const struct vram_process_usage *u, size_t n,
 			    int driver_info)
 {
 	static const struct table_column cols[] = {
-		{ "PID", TABLE_RIGHT },	 { "NAME", TABLE_LEFT },
-		{ "DEV", TABLE_RIGHT },	 { "USED", TABLE_RIGHT },
-		{ "VIA-VRAMD", TABLE_RIGHT }, { "OUTSIDE", TABLE_RIGHT },
+		{ "PID", TABLE_RIGHT },	      { "NAME", TABLE_LEFT },
+		{ "DEV", TABLE_RIGHT },	      { "VIA-VRAMD", TABLE_RIGHT },
+		{ "OUTSIDE", TABLE_RIGHT },
 	};
-	char a[CTL_FMT_MAX], b[CTL_FMT_MAX], c[CTL_FMT_MAX];
+	char a[CTL_FMT_MAX], b[CTL_FMT_MAX];
 	struct table *t;
 	int r;
 
@@ -74,17 +73,11 @@ static int audit_print_text(const struct vram_process_usage *u, size_t n,
 				    u[i].name[0]   ? u[i].name :
 						     "-");
 		table_cell(t, "%u", u[i].device);
-		if (u[i].used_known) {
-			table_cell(t, "%s", fmt_bytes(u[i].used_bytes, a, sizeof(a)));
-		} else {
-			table_cell(t, "%s", "?");
-		}
 		table_cell(t, "%s", fmt_bytes(u[i].vramd_bytes, b, sizeof(b)));
-		if (u[i].used_known && u[i].used_bytes > u[i].vramd_bytes)
-			table_cell(t, "%s", fmt_bytes(u[i].used_bytes - u[i].vramd_bytes,
-						      c, sizeof(c)));
+		if (u[i].used_known)
+			table_cell(t, "%s", fmt_bytes(u[i].used_bytes, a, sizeof(a)));
 		else
-			table_cell(t, "%s", u[i].used_known ? "0" : "?");
+			table_cell(t, "%s", "?");
 	}
 	r = table_print(t, stdout, 0);
 	table_free(t);
