@@ -118,6 +118,9 @@ struct vmm_hip {
 	int inited; /* 1: runtime started; < 0: it failed with that errno */
 	char init_msg[256]; /* why it failed, for every later call */
 	int n_devices;
+	/* This process's index of each of the daemon's devices, found by UUID
+	 * (-1: not looked up yet); see vh_local(). */
+	int local[VMM_HIP_MAX_DEVICES];
 	int version;
 	int mode;      /* enum vmm_hip_rereserve */
 	int rereserve; /* decided when the runtime starts */
@@ -234,8 +237,45 @@ out:
 	return r;
 }
 
+#define VH_NOT_VISIBLE UINT32_MAX
+
+/* This process's index of the daemon's device dev: the device with the
+ * UUID the daemon announced, since HIP_VISIBLE_DEVICES (or
+ * ROCR_VISIBLE_DEVICES) may renumber or hide devices here; dev itself when
+ * the daemon named no UUID. VH_NOT_VISIBLE when it is not visible here. */
+static unsigned vh_local(struct vmm_hip *vh, unsigned dev)
+{
+	char have[64];
+	hipUUID uuid;
+	int found;
+
+	if (dev >= VMM_HIP_MAX_DEVICES || dev >= VMM_MAX_DEVICES ||
+	    !vh->base.dev_uuid[dev][0] || vh_ready(vh) < 0)
+		return dev;
+	pthread_mutex_lock(&vh->lock);
+	if (vh->local[dev] == -1) {
+		found = -2;
+		for (int i = 0; i < vh->n_devices && found < 0; i++) {
+			if (vh->api.hipDeviceGetUuid(&uuid, i) != hipSuccess)
+				continue;
+			hip_format_uuid(&uuid, have, sizeof(have));
+			if (strcmp(have, vh->base.dev_uuid[dev]) == 0)
+				found = i;
+		}
+		vh->local[dev] = found;
+	}
+	found = vh->local[dev];
+	pthread_mutex_unlock(&vh->lock);
+	return found >= 0 ? (unsigned)found : VH_NOT_VISIBLE;
+}
+
 static int vh_check_dev(struct vmm_hip *vh, unsigned dev)
 {
+	if (dev == VH_NOT_VISIBLE)
+		return error_set(ENODEV,
+				 "hip: the daemon's device is not visible in "
+				 "this process (check HIP_VISIBLE_DEVICES and "
+				 "ROCR_VISIBLE_DEVICES)");
 	if (dev >= VMM_HIP_MAX_DEVICES || (int)dev >= vh->n_devices)
 		return error_set(ENODEV,
 				 "hip: no device %u in this process (%d "
@@ -562,6 +602,8 @@ static int hip_reserve(struct vmm *v, unsigned dev, uint64_t size,
 		       uint64_t align, uintptr_t *addr)
 {
 	struct vmm_hip *vh = vh_of(v);
+	/* From here on dev is this process's index of the device. */
+	dev = vh_local(vh, dev);
 	void *p = NULL;
 	hipError_t e;
 	int r;
@@ -651,6 +693,8 @@ static int hip_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 		   int fd, int readonly, uintptr_t *handle)
 {
 	struct vmm_hip *vh = vh_of(v);
+	/* From here on dev is this process's index of the device. */
+	dev = vh_local(vh, dev);
 	const struct hip_api *api = &vh->api;
 	hipMemGenericAllocationHandle_t h = NULL;
 	hipMemAccessDesc access;
@@ -756,6 +800,8 @@ static int hip_unmap(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 		     uintptr_t handle)
 {
 	struct vmm_hip *vh = vh_of(v);
+	/* From here on dev is this process's index of the device. */
+	dev = vh_local(vh, dev);
 	struct hip_range *rg = NULL;
 	size_t idx = 0;
 	int r, saved = (int)dev;
@@ -792,6 +838,8 @@ static int hip_unmap(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 static int hip_sync(struct vmm *v, unsigned dev)
 {
 	struct vmm_hip *vh = vh_of(v);
+	/* From here on dev is this process's index of the device. */
+	dev = vh_local(vh, dev);
 	int saved = 0, r = vh_enter(vh, dev, &saved);
 
 	if (r < 0)
@@ -875,6 +923,8 @@ static int hip_copy(struct vmm *v, unsigned dev, int to_host,
 		    const struct vmm_span *spans, size_t n)
 {
 	struct vmm_hip *vh = vh_of(v);
+	/* From here on dev is this process's index of the device. */
+	dev = vh_local(vh, dev);
 	const struct hip_api *api = &vh->api;
 	hipError_t e = hipSuccess;
 	unsigned next = 0, used = 0;
@@ -999,6 +1049,8 @@ int vmm_hip_open_with(const struct hip_api *api, struct vmm **out)
 		return -ENOMEM;
 	vh->api = *api;
 	vh->mode = VMM_HIP_RERESERVE_AUTO;
+	for (unsigned i = 0; i < VMM_HIP_MAX_DEVICES; i++)
+		vh->local[i] = -1;
 	if (mode && *mode) {
 		int m = vmm_hip_rereserve_parse(mode);
 		if (m < 0)

@@ -352,27 +352,6 @@ uint64_t backend_hip_release_misses(const struct backend *b)
 
 /* ---- opening ------------------------------------------------------------ */
 
-/* ROCm fills the 16 bytes with printable characters (rocminfo shows them
- * after "GPU-"); anything else is printed in hex. */
-static void hip_format_uuid(const hipUUID *u, char *out, size_t len)
-{
-	const unsigned char *b = (const unsigned char *)u->bytes;
-	int printable = 1;
-
-	for (int i = 0; i < 16; i++)
-		if (b[i] < 0x21 || b[i] > 0x7e)
-			printable = 0;
-	if (printable) {
-		snprintf(out, len, "GPU-%.16s", u->bytes);
-		return;
-	}
-	snprintf(out, len,
-		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-		 "%02x%02x%02x%02x%02x%02x",
-		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
-		 b[10], b[11], b[12], b[13], b[14], b[15]);
-}
-
 /* Makes, exports and frees one granule on dev: vramd cannot serve a
  * device whose runtime lacks VMM memory or its export as an fd, and that
  * is better said at start than at the first grow. */

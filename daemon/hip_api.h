@@ -323,4 +323,26 @@ static inline void hip_chunk_prop(hipMemAllocationProp *prop, int dev)
 	prop->location.id = dev;
 }
 
+/* A device UUID as vramd announces it: the daemon and libvram must agree.
+ * ROCm fills the 16 bytes with printable characters (rocminfo shows them
+ * after "GPU-"); anything else is printed in hex. */
+static inline void hip_format_uuid(const hipUUID *u, char *out, size_t len)
+{
+	const unsigned char *b = (const unsigned char *)u->bytes;
+	int printable = 1;
+
+	for (int i = 0; i < 16; i++)
+		if (b[i] < 0x21 || b[i] > 0x7e)
+			printable = 0;
+	if (printable) {
+		snprintf(out, len, "GPU-%.16s", u->bytes);
+		return;
+	}
+	snprintf(out, len,
+		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
+		 "%02x%02x%02x%02x%02x%02x",
+		 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9],
+		 b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
 #endif

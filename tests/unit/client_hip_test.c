@@ -926,3 +926,47 @@ TEST(pool_of_chunks_through_mapping)
 	for (int i = 0; i < N; i++)
 		close(fds[i]);
 }
+
+/* True when some recorded call starts with prefix and contains needle. */
+static int logged(const char *prefix, const char *needle)
+{
+	for (size_t i = 0; i < fake.n_lines; i++)
+		if (strncmp(fake.lines[i], prefix, strlen(prefix)) == 0 &&
+		    strstr(fake.lines[i], needle))
+			return 1;
+	return 0;
+}
+
+/* The daemon names its devices by UUID; HIP_VISIBLE_DEVICES may renumber
+ * them here: the daemon's device 0 is mapped where it is in this process,
+ * and one not visible here is a clear ENODEV. */
+TEST(device_found_by_the_daemons_uuid)
+{
+	hipUUID u;
+	char uuid[64];
+	uintptr_t base, h;
+
+	fake.n_devices = 2;
+	ASSERT_EQ(fake_hip_api().hipDeviceGetUuid(&u, 1), hipSuccess);
+	hip_format_uuid(&u, uuid, sizeof(uuid));
+
+	struct vmm *v = hip_vmm();
+	snprintf(v->dev_uuid[0], sizeof(v->dev_uuid[0]), "%s", uuid);
+	int fd = fake_chunk_fd(GRAN);
+	ASSERT_OK(v->ops->reserve(v, 0, RES, GRAN, &base));
+	ASSERT_OK(v->ops->map(v, 0, base, GRAN, fd, 0, &h));
+	ASSERT(logged("hipMemSetAccess", "dev1"));
+	ASSERT(!logged("hipMemSetAccess", "dev0"));
+	ASSERT_OK(v->ops->unmap(v, 0, base, GRAN, h));
+	ASSERT_OK(v->ops->unreserve(v, base, RES));
+	close(fd);
+	vmm_destroy(v);
+
+	v = hip_vmm();
+	snprintf(v->dev_uuid[0], sizeof(v->dev_uuid[0]), "%s",
+		 "GPU-nosuchdevice0000");
+	ASSERT_EQ(v->ops->reserve(v, 0, RES, GRAN, &base), -ENODEV);
+	ASSERT(strstr(error_get(), "not visible") != NULL);
+	vmm_destroy(v);
+	assert_clean();
+}
