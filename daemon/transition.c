@@ -433,27 +433,21 @@ void transition_start(struct server *srv, struct session *requester,
 	t->next = srv->transitions;
 	srv->transitions = t;
 
-	/* Snapshot the selection first: beginning may drop sessions. */
-	struct pool **sel = calloc(n ? n : 1, sizeof(*sel));
-	if (!sel) {
-		t->starting = false;
-		transition_finish(t);
-		return;
-	}
+	/* The selection first, then the beginnings (which may finish some). */
 	unsigned k = 0;
-	for (unsigned i = 0; i < srv->n_pools && k < n; i++)
-		if (transition_selects(msg->selector, srv->pools[i]))
-			sel[k++] = srv->pools[i];
+	for (unsigned i = 0; i < srv->n_pools && k < n; i++) {
+		struct pool *p = srv->pools[i];
+		if (!transition_selects(msg->selector, p))
+			continue;
+		t->items[k].t = t;
+		t->items[k].pool = p;
+		snprintf(t->items[k].name, sizeof(t->items[k].name), "%s", p->name);
+		k++;
+	}
 	t->n_items = k;
 	t->outstanding = k;
-	for (unsigned i = 0; i < k; i++) {
-		t->items[i].t = t;
-		snprintf(t->items[i].name, sizeof(t->items[i].name), "%s",
-			 sel[i]->name);
-	}
 	for (unsigned i = 0; i < k; i++)
-		item_begin(srv, t, &t->items[i], requester, sel[i]);
-	free(sel);
+		item_begin(srv, t, &t->items[i], requester, t->items[i].pool);
 
 	t->starting = false;
 	if (t->outstanding == 0) {
