@@ -33,13 +33,11 @@ int events_descs(Vram__Chunk *const *chunks, size_t n,
 	return 0;
 }
 
-/* PAUSE: wait for the device, save the content if asked, unmap every chunk
- * (the range stays), and report. If the device cannot be waited for or the
- * content cannot be saved, nothing is unmapped: the pool stays ACTIVE here
- * and the error goes back in the ack, so no content is lost silently. Once
- * the unmapping starts the pool is PAUSED whatever happens. */
-static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
-			char *msg, size_t msglen)
+/* SAVE (and the first half of PAUSE): wait for the device and, if asked,
+ * copy the pool into its backup. Nothing is unmapped, so a failure here
+ * loses nothing: the error goes back in the ack. */
+static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
+		       char *msg, size_t msglen)
 {
 	struct vmm *v = c->vmm;
 	int r;
@@ -52,22 +50,31 @@ static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
 			 p->dev, strerror(-r));
 		return r;
 	}
-	if (backup && mapping_n_mapped(&p->map) > 0) {
-		if (!p->map.backup || p->readonly) {
-			snprintf(
-				msg, msglen,
-				"asked to save pool %s but it has no writable backup here",
-				p->name);
-			return -ENODEV;
-		}
-		r = mapping_save(&p->map);
-		if (r < 0) {
-			snprintf(msg, msglen,
-				 "saving pool %s to its backup failed: %s",
-				 p->name, strerror(-r));
-			return r;
-		}
+	if (!backup || mapping_n_mapped(&p->map) == 0)
+		return 0;
+	if (!p->map.backup || p->readonly) {
+		snprintf(msg, msglen,
+			 "asked to save pool %s but it has no writable backup here",
+			 p->name);
+		return -ENODEV;
 	}
+	r = mapping_save(&p->map);
+	if (r < 0)
+		snprintf(msg, msglen, "saving pool %s to its backup failed: %s",
+			 p->name, strerror(-r));
+	return r;
+}
+
+/* PAUSE: save if asked (see events_save), then unmap every chunk (the
+ * range stays). If the save fails nothing is unmapped and the pool stays
+ * ACTIVE here; once the unmapping starts it is PAUSED whatever happens. */
+static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
+			char *msg, size_t msglen)
+{
+	int r = events_save(c, p, backup, msg, msglen);
+
+	if (r < 0 || p->dropped)
+		return r;
 	r = mapping_unmap_all(&p->map);
 	p->state = VRAM_STATE_PAUSED;
 	if (r < 0)
@@ -202,6 +209,15 @@ void events_handle(struct vram_client *c, const Vram__Event *ev,
 			r = events_pause(c, p, ev->backup, msg, sizeof(msg));
 		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
 			  "pause of pool %llu: %s",
+			  (unsigned long long)ev->pool_id,
+			  r < 0 ? msg : "done");
+		connection_ack(c, ev->event_id, r, msg);
+		break;
+	case VRAM__EVENT_KIND__EVENT_SAVE:
+		if (p)
+			r = events_save(c, p, true, msg, sizeof(msg));
+		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
+			  "save of pool %llu: %s",
 			  (unsigned long long)ev->pool_id,
 			  r < 0 ? msg : "done");
 		connection_ack(c, ev->event_id, r, msg);

@@ -296,9 +296,10 @@ int pool_pause_begin(struct pool *p, uint64_t event_id)
 	pool_set_state(p, POOL_PAUSING);
 	if (!bm)
 		return (int)pool_round_start(p, event_id, false);
-	/* Two rounds when content must be kept: the saver first, alone, so
-	 * that nobody has unmapped if it cannot save (or dies saving) and the
-	 * pool can go back to ACTIVE with its content; then the others. */
+	/* Two rounds when content must be kept: the saver saves first, alone
+	 * and still mapped, so that if it cannot save (or dies saving) nobody
+	 * has unmapped and the pool goes back to ACTIVE with its content;
+	 * then every mapper unmaps. */
 	pool_round_start(p, event_id, false);
 	for (struct mapper *m = p->mappers; m; m = m->next)
 		m->pending = m == bm;
@@ -312,14 +313,13 @@ int pool_pause_continue(struct pool *p, uint64_t event_id)
 {
 	if (p->state != POOL_PAUSING || !p->saving || p->pending || p->round_err)
 		return -EINVAL;
-	struct mapper *saver = pool_backup_mapper(p);
 	p->saving = false;
-	/* The saver has saved and unmapped: everyone else unmaps now. */
+	/* The content is saved: every mapper, the saver too, unmaps now. */
 	p->event_id = event_id;
 	for (struct mapper *m = p->mappers; m; m = m->next) {
 		m->backup = false;
 		m->ack_err = 0;
-		m->pending = m != saver;
+		m->pending = true;
 	}
 	p->pending = 0;
 	for (struct mapper *m = p->mappers; m; m = m->next)
@@ -342,8 +342,8 @@ int pool_pause_abort(struct pool *p)
 {
 	if (p->state != POOL_PAUSING || !p->saving || p->pending || !p->round_err)
 		return -EINVAL;
-	/* Nobody but the saver was asked to unmap, and a saver that failed
-	 * unmapped nothing (or died, taking only its own mapping). */
+	/* Only the saver was asked anything, and saving unmaps nothing (a
+	 * saver that died took only its own mapping). */
 	p->saving = false;
 	p->round_err = 0;
 	for (struct mapper *m = p->mappers; m; m = m->next) {

@@ -116,11 +116,11 @@ int pool_grow(struct pool *p, struct backend *b, uint64_t bytes,
  * pool with content has no read-write mapper to save it. */
 int pool_pause_begin(struct pool *p, uint64_t event_id);
 
-/* A host-policy pause runs two rounds: pause_begin asks only the saver
- * (which saves, then unmaps); when it has acked, pause_continue asks every
- * other mapper to unmap (returns acks owed). If the saver failed or went
- * away, pause_abort puts the pool back to ACTIVE: nobody else unmapped and
- * the daemon still holds the chunks, so no content is lost. */
+/* A host-policy pause runs two rounds: pause_begin asks only the saver to
+ * save (it stays mapped); when it has acked, pause_continue asks every
+ * mapper, the saver too, to unmap (returns acks owed). If the saver failed
+ * or went away, pause_abort puts the pool back to ACTIVE: nobody unmapped
+ * and the daemon still holds the chunks, so no content is lost. */
 int pool_pause_continue(struct pool *p, uint64_t event_id);
 int pool_pause_abort(struct pool *p);
 

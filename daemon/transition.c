@@ -400,8 +400,9 @@ static void item_begin(struct server *srv, struct transition *t,
 	it->pool = p;
 	p->op = it;
 	if (r > 0)
-		round_send(p, t->resume ? VRAM__EVENT_KIND__EVENT_RESUME
-					: VRAM__EVENT_KIND__EVENT_PAUSE);
+		round_send(p, t->resume ? VRAM__EVENT_KIND__EVENT_RESUME :
+			      p->saving ? VRAM__EVENT_KIND__EVENT_SAVE :
+					  VRAM__EVENT_KIND__EVENT_PAUSE);
 	if (!t->resume)
 		pool_release_early(p, srv->backend);
 	transition_advance(srv, p);

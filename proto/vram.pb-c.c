@@ -3749,22 +3749,24 @@ const ProtobufCEnumDescriptor vram__access__descriptor =
   vram__access__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue vram__event_kind__enum_values_by_number[4] =
+static const ProtobufCEnumValue vram__event_kind__enum_values_by_number[5] =
 {
   { "EVENT_PAUSE", "VRAM__EVENT_KIND__EVENT_PAUSE", 0 },
   { "EVENT_RESUME", "VRAM__EVENT_KIND__EVENT_RESUME", 1 },
   { "EVENT_GROW", "VRAM__EVENT_KIND__EVENT_GROW", 2 },
   { "EVENT_DROP", "VRAM__EVENT_KIND__EVENT_DROP", 3 },
+  { "EVENT_SAVE", "VRAM__EVENT_KIND__EVENT_SAVE", 4 },
 };
 static const ProtobufCIntRange vram__event_kind__value_ranges[] = {
-{0, 0},{0, 4}
+{0, 0},{0, 5}
 };
-static const ProtobufCEnumValueIndex vram__event_kind__enum_values_by_name[4] =
+static const ProtobufCEnumValueIndex vram__event_kind__enum_values_by_name[5] =
 {
   { "EVENT_DROP", 3 },
   { "EVENT_GROW", 2 },
   { "EVENT_PAUSE", 0 },
   { "EVENT_RESUME", 1 },
+  { "EVENT_SAVE", 4 },
 };
 const ProtobufCEnumDescriptor vram__event_kind__descriptor =
 {
@@ -3773,9 +3775,9 @@ const ProtobufCEnumDescriptor vram__event_kind__descriptor =
   "EventKind",
   "Vram__EventKind",
   "vram",
-  4,
+  5,
   vram__event_kind__enum_values_by_number,
-  4,
+  5,
   vram__event_kind__enum_values_by_name,
   1,
   vram__event_kind__value_ranges,

@@ -82,7 +82,11 @@ typedef enum _Vram__EventKind {
   /*
    * the pool is gone: unmap and forget it, no ack
    */
-  VRAM__EVENT_KIND__EVENT_DROP = 3
+  VRAM__EVENT_KIND__EVENT_DROP = 3,
+  /*
+   * wait for the device, copy the pool into its backup,
+   */
+  VRAM__EVENT_KIND__EVENT_SAVE = 4
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__EVENT_KIND)
 } Vram__EventKind;
 

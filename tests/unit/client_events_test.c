@@ -802,3 +802,50 @@ TEST(bad_arguments_are_einval_with_a_message)
 	vram_client_close(c);
 	fake_stop(&f);
 }
+
+/* The first round of a host pause: SAVE copies the pool into its backup
+ * and keeps it mapped; the PAUSE that follows only unmaps; the RESUME that
+ * restores brings back what SAVE saw. */
+TEST(save_then_pause_then_restore)
+{
+	struct fake f;
+	void *a;
+
+	fake_init(&f);
+	fake_start(&f);
+	vram_client *c = fake_connect(&f);
+	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	ASSERT_OK(vram_alloc(p, 4 * MiB, &a));
+	fill(a, 4 * MiB, 5);
+	uint64_t id = fpool(&f, "w")->id;
+
+	fake_send_event(&f, VRAM__EVENT_KIND__EVENT_SAVE, 90, id, true, NULL,
+			NULL, 0, 0);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.n_acks == 1);
+	ASSERT_UEQ(f.last_ack_event, 90);
+	ASSERT_EQ(f.last_ack_err, 0);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_ACTIVE);
+	ASSERT(chunk_mapped((uintptr_t)a));
+	fill(a, 4 * MiB, 6); /* after the save: not kept */
+
+	fake_send_event(&f, VRAM__EVENT_KIND__EVENT_PAUSE, 91, id, false, NULL,
+			NULL, 0, 0);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.n_acks == 2);
+	ASSERT_EQ(f.last_ack_err, 0);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
+	ASSERT(!chunk_mapped((uintptr_t)a));
+
+	uint64_t size = 64 * MiB;
+	int fd = fake_memfd(size);
+	fake_send_event(&f, VRAM__EVENT_KIND__EVENT_RESUME, 92, id, true, &size,
+			&fd, 1, 0);
+	close(fd);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.n_acks == 3);
+	ASSERT_EQ(f.last_ack_err, 0);
+	ASSERT(check(a, 4 * MiB, 5));
+	vram_client_close(c);
+	fake_stop(&f);
+}
