@@ -97,6 +97,18 @@ def test_pool_alloc_write_read(client):
     assert ei.value.errno == errno.EINVAL
 
 
+def test_pool_on_a_device_by_uuid(client):
+    # The fixture's daemon has two devices; the second, named by UUID.
+    uuid = client.stats().devices[1].uuid
+    p = client.create_pool("py.on1", device=uuid)
+    assert [i.device for i in client.list_pools(name="py.on1")] == [1]
+    assert p.device == 1
+    p.close()
+    with pytest.raises(vram.VramError) as ei:
+        client.create_pool("py.nowhere", device="GPU-nope")
+    assert ei.value.errno == errno.ENODEV
+
+
 def test_pool_grows_geometrically(client):
     p = client.create_pool("py.grow", reserve_bytes=200 * MiB)
     a = p.alloc(10 * MiB)

@@ -354,12 +354,22 @@ class Client:
         """Creates a pool this client owns. backup=True (or policy
         Policy.HOST) keeps its content in host memory across a pause;
         otherwise a pause discards it. reserve_bytes: the virtual range
-        (0: the device's size). persist: the pool outlives this client."""
+        (0: the device's size). persist: the pool outlives this client.
+        device: the daemon's index, or a UUID string ("GPU-...", as
+        `vramctl status` and `nvidia-smi -L` print it)."""
         if policy is None:
             policy = Policy.HOST if backup else Policy.DISCARD
         o = _lib.PoolOptions()
         o.name = _lib.encode(name)
         o.tag = _lib.encode(tag)
+        if isinstance(device, str):
+            uuid = device
+            match = [d.index for d in self.stats().devices if d.uuid == uuid]
+            if not match:
+                raise VramError(_errno.ENODEV, f"vram_pool_create {name}",
+                                f"vramd has no device {uuid}")
+            device = match[0]
+            o.device_uuid = _lib.encode(uuid)
         o.device = int(device)
         o.policy = int(policy)
         o.reserve_bytes = int(reserve_bytes)
