@@ -227,3 +227,49 @@ TEST(shared_pool_two_processes)
 	vram_client_close(c);
 	integ_stop();
 }
+
+/* The owner grows a pool another process maps: the daemon sends the new
+ * chunks to that process, which sees the owner's writes in them. */
+TEST(growth_reaches_other_mappers)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("owner");
+	vram_pool *w = integ_pool(c, "g", "weights", VRAM_POLICY_DISCARD, 0);
+	void *a, *b;
+	ASSERT_OK(vram_alloc(w, 32 * MiB, &a));
+	uint64_t size0 = vram_pool_size(w);
+	struct integ_sync s;
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *m = integ_connect("reader");
+		vram_pool *p;
+		ASSERT_OK(vram_pool_open(m, "g", VRAM_OPEN_READONLY, &p));
+		ASSERT_OK(vram_client_start_thread(m));
+		integ_signal(s.to_parent[1]);
+		integ_wait_signal(s.to_child[0]);
+		/* The grow event was handled by now: the new part is mapped. */
+		for (int i = 0; i < 200 && vram_pool_size(p) == size0; i++)
+			harness_msleep(10);
+		if (vram_pool_size(p) <= size0)
+			_exit(3);
+		uint64_t off;
+		if (read(s.to_child[0], &off, sizeof(off)) != sizeof(off))
+			_exit(4);
+		if (integ_check((char *)vram_pool_base(p) + off, 64 * MiB, 41) != 0)
+			_exit(5);
+		vram_client_close(m);
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	ASSERT_EQ(integ_info(c, "g").n_mappers, 2);
+	ASSERT_OK(vram_alloc(w, 64 * MiB, &b)); /* past the first chunk */
+	ASSERT_GT(vram_pool_size(w), size0);
+	integ_fill(b, 64 * MiB, 41);
+	integ_signal(s.to_child[1]);
+	uint64_t off = (uintptr_t)b - vram_pool_base(w);
+	ASSERT_EQ(write(s.to_child[1], &off, sizeof(off)), (ssize_t)sizeof(off));
+	ASSERT_EQ(harness_wait(pid, 10000), 0);
+	vram_client_close(c);
+	integ_stop();
+}
