@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cuda_driver.h"
+#include "env.h"
 #include "error.h"
 #include "host_regs.h"
 #include "log.h"
@@ -72,21 +73,6 @@ static int vc_err(const struct vmm_cuda *vc, const char *what, CUresult cr)
 }
 
 /* ---- devices and contexts ------------------------------------------------ */
-
-static unsigned env_unsigned(const char *name, unsigned def, unsigned lo,
-			     unsigned hi)
-{
-	const char *s = getenv(name);
-	char *end;
-	unsigned long v;
-
-	if (!s || !*s)
-		return def;
-	v = strtoul(s, &end, 10);
-	if (*end || v < lo || v > hi)
-		return def;
-	return (unsigned)v;
-}
 
 /* This process's device for the daemon's device dev: the one with the
  * UUID the daemon announced, whatever index it has here; by index when
@@ -392,10 +378,10 @@ static int vc_streams(struct vmm_cuda *vc, unsigned dev)
 	if (vc->copy_streams == 0) {
 		vc->copy_streams =
 			env_unsigned("VRAM_CUDA_COPY_STREAMS",
-				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS);
+				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS, NULL);
 		vc->copy_piece =
 			(uint64_t)env_unsigned("VRAM_CUDA_COPY_PIECE_MB", 0, 1,
-					       1u << 20)
+					       1u << 20, NULL)
 			<< 20;
 		if (vc->copy_piece == 0)
 			vc->copy_piece = COPY_DEFAULT_PIECE;

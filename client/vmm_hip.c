@@ -57,6 +57,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "env.h"
 #include "error.h"
 #include "hip_api.h"
 #include "hip_vmm.h"
@@ -147,21 +148,6 @@ static int vh_err(const struct vmm_hip *vh, const char *what, hipError_t e)
 {
 	return error_set(hip_errno(e), "hip: %s: %s", what,
 			 hip_strerror(&vh->api, e));
-}
-
-static unsigned env_unsigned(const char *name, unsigned def, unsigned lo,
-			     unsigned hi)
-{
-	const char *s = getenv(name);
-	char *end;
-	unsigned long v;
-
-	if (!s || !*s)
-		return def;
-	v = strtoul(s, &end, 10);
-	if (*end || v < lo || v > hi)
-		return def;
-	return (unsigned)v;
 }
 
 int vmm_hip_rereserve_parse(const char *s)
@@ -896,10 +882,10 @@ static int vh_streams(struct vmm_hip *vh, unsigned dev)
 	if (vh->copy_streams == 0) {
 		vh->copy_streams =
 			env_unsigned("VRAM_HIP_COPY_STREAMS",
-				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS);
+				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS, NULL);
 		vh->copy_piece =
 			(uint64_t)env_unsigned("VRAM_HIP_COPY_PIECE_MB", 0, 1,
-					       1u << 20)
+					       1u << 20, NULL)
 			<< 20;
 		if (vh->copy_piece == 0)
 			vh->copy_piece = COPY_DEFAULT_PIECE;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "env.h"
 #include "cuda_driver.h"
 #include "log.h"
 #include "nvml.h"
@@ -380,17 +381,15 @@ static int cuda_device_init(struct cuda_backend *cb, unsigned i)
 
 static unsigned cuda_release_threads(void)
 {
-	const char *s = getenv("VRAM_CUDA_RELEASE_THREADS");
-	if (!s || !*s)
-		return CLOSER_DEFAULT_THREADS;
-	char *end;
-	unsigned long v = strtoul(s, &end, 10);
-	if (*end || v > CLOSER_MAX_THREADS) {
-		log_warn("cuda: VRAM_CUDA_RELEASE_THREADS=%s ignored (0-%d)", s,
+	const char *bad;
+	unsigned v = env_unsigned("VRAM_CUDA_RELEASE_THREADS",
+				  CLOSER_DEFAULT_THREADS, 0, CLOSER_MAX_THREADS,
+				  &bad);
+
+	if (bad)
+		log_warn("cuda: VRAM_CUDA_RELEASE_THREADS=%s ignored (0-%d)", bad,
 			 CLOSER_MAX_THREADS);
-		return CLOSER_DEFAULT_THREADS;
-	}
-	return (unsigned)v;
+	return v;
 }
 
 /* Opens the CUDA backend: loads libcuda.so.1, cuInit, one backend device per

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "env.h"
 #include "hip_api.h"
 #include "hip_backend.h"
 #include "log.h"
@@ -80,20 +81,15 @@ static const char *hip_err(const struct hip_backend *hb, hipError_t e)
 	return hip_strerror(&hb->api, e);
 }
 
-static unsigned env_unsigned(const char *name, unsigned def, unsigned hi)
+/* A setting from the environment, with a warning when it is rejected. */
+static unsigned hip_setting(const char *name, unsigned def, unsigned hi)
 {
-	const char *s = getenv(name);
-	char *end;
-	unsigned long v;
+	const char *bad;
+	unsigned v = env_unsigned(name, def, 0, hi, &bad);
 
-	if (!s || !*s)
-		return def;
-	v = strtoul(s, &end, 10);
-	if (*end || v > hi) {
-		log_warn("hip: %s=%s ignored (0-%u)", name, s, hi);
-		return def;
-	}
-	return (unsigned)v;
+	if (bad)
+		log_warn("hip: %s=%s ignored (0-%u)", name, bad, hi);
+	return v;
 }
 
 static uint64_t now_ms(void)
@@ -512,10 +508,10 @@ int backend_hip_open_with(const struct backend_config *cfg,
 	}
 	hb->api.hipDriverGetVersion(&driver);
 	hb->version = version;
-	hb->keep_handle = (int)env_unsigned("VRAM_HIP_KEEP_HANDLE", 1, 1);
+	hb->keep_handle = (int)hip_setting("VRAM_HIP_KEEP_HANDLE", 1, 1);
 	hb->release_wait_ms =
-		env_unsigned("VRAM_HIP_RELEASE_WAIT_MS",
-			     RELEASE_WAIT_DEFAULT_MS, RELEASE_WAIT_MAX_MS);
+		hip_setting("VRAM_HIP_RELEASE_WAIT_MS", RELEASE_WAIT_DEFAULT_MS,
+			    RELEASE_WAIT_MAX_MS);
 	const char *root = getenv("VRAM_HIP_SYSFS");
 	snprintf(hb->sysfs_root, sizeof(hb->sysfs_root), "%s",
 		 root && *root ? root : "/sys/bus/pci/devices");
