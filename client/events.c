@@ -33,11 +33,24 @@ int events_descs(Vram__Chunk *const *chunks, size_t n,
 	return 0;
 }
 
+/* The bytes of the chunks an event lists (a SAVE lists the pool's layout,
+ * without fds). */
+static uint64_t events_bytes(const Vram__Event *ev)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < ev->n_chunks; i++)
+		if (ev->chunks[i])
+			n += ev->chunks[i]->size;
+	return n;
+}
+
 /* SAVE (and the first half of PAUSE): wait for the device and, if asked,
- * copy the pool into its backup. Nothing is unmapped, so a failure here
- * loses nothing: the error goes back in the ack. */
+ * copy the pool into its backup, refusing when fewer than expect bytes are
+ * mapped here. Nothing is unmapped, so a failure here loses nothing: the
+ * error goes back in the ack. */
 static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
-		       char *msg, size_t msglen)
+		       uint64_t expect, char *msg, size_t msglen)
 {
 	struct vmm *v = c->vmm;
 	int r;
@@ -50,7 +63,18 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 			 p->dev, strerror(-r));
 		return r;
 	}
-	if (!backup || mapping_n_mapped(&p->map) == 0)
+	if (!backup)
+		return 0;
+	/* A save that misses part of the pool would be trusted as whole. */
+	if (mapping_bytes_mapped(&p->map) < expect) {
+		snprintf(msg, msglen,
+			 "pool %s: only %llu of its %llu bytes are mapped here; "
+			 "cannot save it",
+			 p->name, (unsigned long long)mapping_bytes_mapped(&p->map),
+			 (unsigned long long)expect);
+		return -EIO;
+	}
+	if (mapping_n_mapped(&p->map) == 0)
 		return 0;
 	if (!p->map.backup || p->readonly) {
 		snprintf(msg, msglen,
@@ -71,7 +95,7 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
 			char *msg, size_t msglen)
 {
-	int r = events_save(c, p, backup, msg, msglen);
+	int r = events_save(c, p, backup, 0, msg, msglen);
 
 	if (r < 0 || p->dropped)
 		return r;
@@ -215,7 +239,8 @@ void events_handle(struct vram_client *c, const Vram__Event *ev,
 		break;
 	case VRAM__EVENT_KIND__EVENT_SAVE:
 		if (p)
-			r = events_save(c, p, true, msg, sizeof(msg));
+			r = events_save(c, p, true, events_bytes(ev), msg,
+					sizeof(msg));
 		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
 			  "save of pool %llu: %s",
 			  (unsigned long long)ev->pool_id,

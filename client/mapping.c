@@ -243,6 +243,16 @@ size_t mapping_n_mapped(const struct mapping *m)
 	return n;
 }
 
+uint64_t mapping_bytes_mapped(const struct mapping *m)
+{
+	uint64_t n = 0;
+
+	for (size_t i = 0; i < m->n_chunks; i++)
+		if (m->chunks[i].mapped)
+			n += m->chunks[i].size;
+	return n;
+}
+
 static int mapping_copy(struct mapping *m, int to_host)
 {
 	size_t n = 0;

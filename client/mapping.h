@@ -80,6 +80,8 @@ int mapping_unmap_all(struct mapping *m);
 
 /* Number of chunks mapped now. */
 size_t mapping_n_mapped(const struct mapping *m);
+/* Bytes of the chunks mapped here. */
+uint64_t mapping_bytes_mapped(const struct mapping *m);
 
 /* Copies every mapped chunk into the backup at the same offsets (save), or
  * back (restore), in one vmm copy call. -ENOSPC if the backup is smaller

@@ -75,7 +75,12 @@ static void round_send(struct pool *p, Vram__EventKind kind)
 {
 	Vram__Event ev = VRAM__EVENT__INIT;
 	struct chunk_list l;
-	unsigned n = kind == VRAM__EVENT_KIND__EVENT_RESUME ? p->n_chunks : 0;
+	/* RESUME carries the chunks with their fds; SAVE their layout only, so
+	 * the saver can check it maps all of the pool before it saves. */
+	bool layout = kind == VRAM__EVENT_KIND__EVENT_RESUME ||
+		      kind == VRAM__EVENT_KIND__EVENT_SAVE;
+	unsigned n = layout ? p->n_chunks : 0;
+	unsigned nfds = kind == VRAM__EVENT_KIND__EVENT_RESUME ? n : 0;
 
 	if (chunk_list_make(&l, p, 0, n, 0) < 0) {
 		/* Every mapper misses this round: it times out and can be
@@ -88,13 +93,15 @@ static void round_send(struct pool *p, Vram__EventKind kind)
 	ev.pool_id = p->id;
 	ev.n_chunks = n;
 	ev.chunks = l.ptrs;
+	for (unsigned i = 0; i < n && !nfds; i++)
+		l.chunks[i].fd_index = -1;
 	/* A failed send only marks its session for closing later
 	 * (session_close_later), so the mapper list stays as it is here. */
 	for (struct mapper *m = p->mappers; m; m = m->next) {
 		if (!m->pending)
 			continue;
 		ev.backup = m->backup;
-		session_send_event(m->session, &ev, l.fds, n);
+		session_send_event(m->session, &ev, l.fds, nfds);
 	}
 	chunk_list_free(&l);
 }

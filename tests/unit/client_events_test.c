@@ -849,3 +849,36 @@ TEST(save_then_pause_then_restore)
 	vram_client_close(c);
 	fake_stop(&f);
 }
+
+/* A SAVE whose layout is larger than what this process maps (a grow it
+ * missed) is refused: a partial backup must never be trusted as whole. */
+TEST(save_refuses_a_partial_mapping)
+{
+	struct fake f;
+	void *a;
+
+	fake_init(&f);
+	fake_start(&f);
+	vram_client *c = fake_connect(&f);
+	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	ASSERT_OK(vram_alloc(p, 4 * MiB, &a));
+	uint64_t id = fpool(&f, "w")->id;
+	uint64_t mapped = vram_pool_size(p);
+	uint64_t sizes[2] = { mapped, 64 * MiB };
+
+	fake_send_event(&f, VRAM__EVENT_KIND__EVENT_SAVE, 95, id, true, sizes,
+			NULL, 2, 0);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.n_acks == 1);
+	ASSERT_EQ(f.last_ack_err, EIO);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_ACTIVE);
+	ASSERT(chunk_mapped((uintptr_t)a));
+	/* The right layout saves. */
+	fake_send_event(&f, VRAM__EVENT_KIND__EVENT_SAVE, 96, id, true, sizes,
+			NULL, 1, 0);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.n_acks == 2);
+	ASSERT_EQ(f.last_ack_err, 0);
+	vram_client_close(c);
+	fake_stop(&f);
+}

@@ -161,7 +161,7 @@ static FAKE_UNUSED void fake_send_event(struct fake *f, int kind,
 		vram__chunk__init(&ch[i]);
 		ch[i].offset = off;
 		ch[i].size = sizes[i];
-		ch[i].fd_index = (int32_t)i;
+		ch[i].fd_index = fds ? (int32_t)i : -1; /* no fds: a layout */
 		cp[i] = &ch[i];
 		off += sizes[i];
 	}
@@ -173,7 +173,7 @@ static FAKE_UNUSED void fake_send_event(struct fake *f, int kind,
 	ev.chunks = cp;
 	m.body_case = VRAM__SERVER_MSG__BODY_EVENT;
 	m.event = &ev;
-	fake_send_msg(f, &m, fds, n);
+	fake_send_msg(f, &m, fds, fds ? n : 0);
 }
 
 static FAKE_UNUSED uint64_t fake_pool_bytes(const struct fake_pool *p)
