@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "config.h"
 #include "log.h"
@@ -27,6 +28,20 @@ static void usage(FILE *f)
 		"  -l, --log-level LEVEL    error, warn, info or debug\n"
 		"  -V, --version            print the version\n"
 		"  -h, --help               this text\n");
+}
+
+/* The daemon holds an fd per chunk and per backup, and dups them while
+ * they travel: lift the soft fd limit (1024 by default outside systemd) to
+ * the hard one. libuv uses epoll, so fds past 1024 are fine. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		log_warn("cannot raise the fd limit: %s", strerror(errno));
 }
 
 int main(int argc, char **argv)
@@ -94,6 +109,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_max_level = cfg.log_level;
+	raise_fd_limit();
 	/* Writes to dead clients must fail with EPIPE, not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
 

@@ -1,6 +1,7 @@
 /* vramd as a process: systemd notification, the socket it makes, its
  * settings, and clean shutdown. */
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -95,4 +96,29 @@ TEST(config_file_settings_apply)
 	ASSERT_EQ(st.st_mode & 0777, 0600);
 	ASSERT_EQ(harness_daemon_stop(&d), 0);
 	unlink(path);
+}
+
+/* vramd lifts its soft fd limit to the hard one: it holds an fd per chunk
+ * and backup, and 1024 (the usual soft limit by hand) is too few. */
+TEST(fd_limit_raised_to_hard)
+{
+	struct rlimit rl;
+	ASSERT_OK(getrlimit(RLIMIT_NOFILE, &rl));
+	if (rl.rlim_max <= 256)
+		SKIP("hard fd limit too low to tell");
+	struct rlimit low = { .rlim_cur = 256, .rlim_max = rl.rlim_max };
+	ASSERT_OK(setrlimit(RLIMIT_NOFILE, &low));
+	ASSERT_OK(harness_daemon_start(&d, NULL));
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/limits", (int)d.pid);
+	FILE *f = fopen(path, "r");
+	ASSERT(f != NULL);
+	unsigned long long soft = 0, hard = 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Max open files %llu %llu", &soft, &hard) == 2)
+			break;
+	fclose(f);
+	ASSERT_UEQ(soft, (uint64_t)rl.rlim_max);
+	ASSERT_UEQ(hard, (uint64_t)rl.rlim_max);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
 }
