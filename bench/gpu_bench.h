@@ -225,6 +225,26 @@ static inline uint64_t bench_mem_available(void)
 	return kb * 1024;
 }
 
+/* Says why a pool of size does not fit this run (device memory for it, a
+ * hog's context and ours; host memory for a backup, a pinned buffer and a
+ * copy) and returns 1, or returns 0 when it fits. */
+static inline int bench_skip(const char *policy, uint64_t size,
+			     uint64_t host_max)
+{
+	if (size + 3 * GiB > bench_free()) {
+		printf("%-7s %s: skipped (%.1f GiB free)\n", policy,
+		       bench_size_str(size), (double)bench_free() / GiB);
+		return 1;
+	}
+	if (strcmp(policy, "host") == 0 &&
+	    (size > host_max || 3 * size > bench_mem_available())) {
+		printf("host    %s: skipped (host memory; --host-max)\n",
+		       bench_size_str(size));
+		return 1;
+	}
+	return 0;
+}
+
 /* ---- the hog: another process that uses the memory in a gap -------------- */
 
 /* Run as "PROGRAM --hog BYTES": allocates BYTES in pieces of at most 1 GiB

@@ -253,18 +253,8 @@ int main(int argc, char **argv)
 			continue;
 		for (int i = 0; i < n_sizes; i++) {
 			uint64_t size = sizes[i];
-			if (size + 3 * GiB > bench_free()) {
-				printf("%-7s %s: skipped (%.1f GiB free)\n",
-				       policy, bench_size_str(size),
-				       (double)bench_free() / GiB);
+			if (bench_skip(policy, size, host_max))
 				continue;
-			}
-			if (pi == 1 && (size > host_max ||
-					3 * size > bench_mem_available())) {
-				printf("host    %s: skipped (host memory; --host-max)\n",
-				       bench_size_str(size));
-				continue;
-			}
 			bench_pool(policy, label, size, 0, cycles);
 		}
 	}
