@@ -218,6 +218,15 @@ static void events_drop(struct vram_client *c, struct vram_pool *p)
 	log_write(VRAM_LOG_INFO, "pool %s was dropped", p->name);
 }
 
+/* Logs how an event that wants an ack went, and acks it. */
+static void events_answer(struct vram_client *c, const Vram__Event *ev,
+			  const char *what, int r, const char *msg)
+{
+	log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG, "%s of pool %llu: %s",
+		  what, (unsigned long long)ev->pool_id, r < 0 ? msg : "done");
+	connection_ack(c, ev->event_id, r, msg);
+}
+
 void events_handle(struct vram_client *c, const Vram__Event *ev,
 		   const struct wire_frame *f)
 {
@@ -231,30 +240,18 @@ void events_handle(struct vram_client *c, const Vram__Event *ev,
 		 * release: done. */
 		if (p)
 			r = events_pause(c, p, ev->backup, msg, sizeof(msg));
-		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
-			  "pause of pool %llu: %s",
-			  (unsigned long long)ev->pool_id,
-			  r < 0 ? msg : "done");
-		connection_ack(c, ev->event_id, r, msg);
+		events_answer(c, ev, "pause", r, msg);
 		break;
 	case VRAM__EVENT_KIND__EVENT_SAVE:
 		if (p)
 			r = events_save(c, p, true, events_bytes(ev), msg,
 					sizeof(msg));
-		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
-			  "save of pool %llu: %s",
-			  (unsigned long long)ev->pool_id,
-			  r < 0 ? msg : "done");
-		connection_ack(c, ev->event_id, r, msg);
+		events_answer(c, ev, "save", r, msg);
 		break;
 	case VRAM__EVENT_KIND__EVENT_RESUME:
 		if (p)
 			r = events_resume(c, p, ev, f, msg, sizeof(msg));
-		log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
-			  "resume of pool %llu: %s",
-			  (unsigned long long)ev->pool_id,
-			  r < 0 ? msg : "done");
-		connection_ack(c, ev->event_id, r, msg);
+		events_answer(c, ev, "resume", r, msg);
 		break;
 	case VRAM__EVENT_KIND__EVENT_GROW:
 		if (p)
