@@ -122,6 +122,10 @@ void transition_advance(struct server *srv, struct pool *p)
 
 	if (p->pending)
 		return;
+	/* Every mapper has answered: when the last did, for the log. */
+	uint64_t now = uv_hrtime();
+	if (it && now > it->t->t_acked)
+		it->t->t_acked = now;
 	switch (p->state) {
 	case POOL_PAUSING:
 		if (p->saving) {
@@ -153,12 +157,9 @@ void transition_advance(struct server *srv, struct pool *p)
 			return;
 		}
 		bool undoing = p->undoing;
-		uint64_t t0 = uv_hrtime();
-		if (it && t0 > it->t->t_acked)
-			it->t->t_acked = t0;
 		bytes = pool_pause_finish(p, srv->backend);
 		if (it)
-			it->t->release_ns += uv_hrtime() - t0;
+			it->t->release_ns += uv_hrtime() - now;
 		if (bytes < 0) {
 			if (it)
 				item_fail(it, (int)-bytes, "pause failed: %s",
@@ -181,8 +182,6 @@ void transition_advance(struct server *srv, struct pool *p)
 		item_done(it);
 		return;
 	case POOL_RESUMING:
-		if (it && uv_hrtime() > it->t->t_acked)
-			it->t->t_acked = uv_hrtime();
 		r = pool_resume_finish(p);
 		if (r == 0) {
 			log_info("pool %s resumed", p->name);
