@@ -36,16 +36,36 @@ PKG_LIBS_CLIENT = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)
 WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wvla -Wshadow \
 	-Wno-unused-parameter
 CFLAGS ?= -O2 -g
-ALL_CFLAGS := -std=gnu11 -fPIC -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANITIZE) \
-	-Iproto -Idaemon -Iclient -Iclient/include -Itests -Itests/harness $(PKG_CFLAGS)
+BASE_CFLAGS := -std=gnu11 -fPIC -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANITIZE) $(PKG_CFLAGS)
+
+# Each product sees only its own folder and the layers below it, so a file
+# that reaches into another product's folder does not compile.
+PROTO_INC := -Iproto
+DAEMON_INC := -Iproto -Icommon -Idaemon -Idaemon/backend
+LIBVRAM_INC := -Iproto -Icommon -Ilibvram -Ilibvram/include -Ilibvram/vmm
+PUBLIC_INC := -Ilibvram/include
+TEST_INC := -Itests -Itests/harness -Itests/unit
+
+# The include path of an object, by the folder (or, in tests/unit, the
+# prefix) of its source.
+inc_for = $(strip \
+	$(if $(filter daemon/%,$(1)),$(DAEMON_INC), \
+	$(if $(filter libvram/%,$(1)),$(LIBVRAM_INC), \
+	$(if $(filter proto/%,$(1)),$(PROTO_INC), \
+	$(if $(filter vramctl/% demo/%,$(1)),$(PUBLIC_INC), \
+	$(if $(filter tests/unit/daemon_%,$(1)),$(DAEMON_INC) $(TEST_INC), \
+	$(if $(filter tests/unit/client_%,$(1)),$(LIBVRAM_INC) $(TEST_INC), \
+	$(if $(filter tests/unit/wire_%,$(1)),$(PROTO_INC) $(TEST_INC), \
+	$(if $(filter tests/gpu/% bench/%,$(1)),$(PUBLIC_INC) -Icommon $(TEST_INC), \
+	$(PUBLIC_INC) $(TEST_INC))))))))))
 # Generated code is not ours to lint.
-GEN_CFLAGS := $(filter-out -Werror -Wmissing-prototypes -Wshadow,$(ALL_CFLAGS))
+GEN_CFLAGS := $(filter-out -Werror -Wmissing-prototypes -Wshadow,$(BASE_CFLAGS)) $(PROTO_INC)
 LDFLAGS_ALL := $(SANITIZE) $(LDFLAGS)
 
 PROTO_SRC := proto/vram.pb-c.c proto/wire.c
-DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
-CLIENT_SRC := $(wildcard client/*.c)
-VRAMCTL_SRC := $(wildcard client/vramctl/*.c)
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/backend/*.c))
+CLIENT_SRC := $(wildcard libvram/*.c libvram/vmm/*.c)
+VRAMCTL_SRC := $(wildcard vramctl/*.c)
 HARNESS_SRC := $(wildcard tests/harness/*.c)
 UNIT_SRC := $(wildcard tests/unit/*.c)
 INTEG_SRC := $(wildcard tests/integration/*.c)
@@ -89,7 +109,7 @@ $(BUILD)/obj/proto/vram.pb-c.o: proto/vram.pb-c.c proto/vram.pb-c.h
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	$(call msg,CC,$<)
-	$(Q)mkdir -p $(@D) && $(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
+	$(Q)mkdir -p $(@D) && $(CC) $(BASE_CFLAGS) $(call inc_for,$<) -MMD -MP -c -o $@ $<
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
@@ -116,10 +136,10 @@ $(VRAMD): $(call obj,daemon/main.c) $(DAEMON_OBJ) $(PROTO_OBJ)
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
 
-$(LIBVRAM): $(CLIENT_OBJ) $(PROTO_OBJ) client/libvram.syms
+$(LIBVRAM): $(CLIENT_OBJ) $(PROTO_OBJ) libvram/libvram.syms
 	$(call msg,LD,$@)
 	$(Q)$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,libvram.so.0 \
-		-Wl,--version-script=client/libvram.syms -Wl,-z,defs \
+		-Wl,--version-script=libvram/libvram.syms -Wl,-z,defs \
 		-o $@ $(CLIENT_OBJ) $(PROTO_OBJ) $(PKG_LIBS_CLIENT) -ldl -lpthread
 	$(Q)ln -sf libvram.so.0 $(BUILD)/libvram.so
 
@@ -207,7 +227,7 @@ install: all
 	install -m 755 $(VRAMD) $(VRAMCTL) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(LIBVRAM) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libvram.so.0 $(DESTDIR)$(PREFIX)/lib/libvram.so
-	install -m 644 client/include/vram.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 libvram/include/vram.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 etc/vramd.service etc/vramd.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/
 	install -m 644 etc/vramd.conf $(DESTDIR)/etc/vramd/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1

@@ -47,7 +47,7 @@ prepare() {
 		"$build/tests/client_cuda_test" || die "building the CUDA unit tests failed"
 	if ! nm "$build/vramd" | grep -q ' T backend_cuda_open'; then
 		echo "gpu-prepare: WARNING: $build/vramd has no cuda backend linked in" >&2
-		echo "  (a weak reference does not pull daemon/backend_cuda.o out of" >&2
+		echo "  (a weak reference does not pull daemon/backend/cuda.o out of" >&2
 		echo "  libvramd.a); vramd --backend cuda will fail with ENOENT." >&2
 	fi
 	mkdir -p "$debs" || exit 1

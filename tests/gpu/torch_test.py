@@ -44,7 +44,7 @@ if __name__ == "__main__":
 import pytest  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-sys.path.insert(0, os.path.join(ROOT, "client", "python"))
+sys.path.insert(0, os.path.join(ROOT, "python"))
 
 import vramtest  # noqa: E402
 from vramtest import GiB, MiB  # noqa: E402

@@ -211,7 +211,7 @@ def test_vllm_plugin_entry_point_is_declared():
         import tomllib
     except ImportError:
         pytest.skip("no tomllib (python < 3.11)")
-    with open(os.path.join(ROOT, "client", "python", "pyproject.toml"), "rb") as f:
+    with open(os.path.join(ROOT, "python", "pyproject.toml"), "rb") as f:
         meta = tomllib.load(f)
     eps = meta["project"]["entry-points"]["vllm.general_plugins"]
     assert eps == {"vram": "vram.compat.vllm:register"}

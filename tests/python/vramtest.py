@@ -22,7 +22,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PKG = os.path.join(ROOT, "client", "python")
+PKG = os.path.join(ROOT, "python")
 MiB = 1 << 20
 GiB = 1 << 30
 

@@ -16,7 +16,7 @@
 
 #include "error.h"
 #include "hip_fake.h"
-#include "hip_vmm.h"
+#include "hip.h"
 #include "mapping.h"
 #include "test.h"
 #include "vmm.h"

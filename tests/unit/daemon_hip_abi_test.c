@@ -1,4 +1,4 @@
-/* daemon/hip_api.h declares the HIP types, values and entry points vramd
+/* common/hip_api.h declares the HIP types, values and entry points vramd
  * uses itself instead of including <hip/hip_runtime_api.h> (it says why).
  * Where a HIP header is installed (Debian: libamdhip64-dev), this compiles
  * against it and checks that every value vramd uses is the header's, that

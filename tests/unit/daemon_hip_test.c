@@ -16,7 +16,7 @@
 
 #include "backend.h"
 #include "harness/harness.h"
-#include "hip_backend.h"
+#include "hip.h"
 #include "hip_fake.h"
 #include "pool.h"
 #include "test.h"

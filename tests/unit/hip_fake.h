@@ -1,7 +1,7 @@
 /* A recording stand-in for the HIP runtime, for the HIP backend's tests on
  * machines without AMD hardware (tests/unit/daemon_hip_*.c and
  * client_hip_*.c). fake_hip_api() returns a table of entry points
- * (daemon/hip_api.h) that the code under test gets through
+ * (common/hip_api.h) that the code under test gets through
  * backend_hip_open_with() and vmm_hip_open_with().
  *
  * Every call is logged as one line, "name(args)" with " =result" when it

@@ -1,6 +1,6 @@
 /* The daemon's side of a backend: how physical memory is made and freed.
  * Nothing above this interface knows which backend runs. The client's side
- * (importing, mapping, copying) is client/vmm.h.
+ * (importing, mapping, copying) is libvram/vmm/vmm.h.
  *
  * A chunk is one physical allocation, exported as a POSIX fd. The fd is the
  * daemon's reference: the memory stays allocated while the daemon holds the

@@ -1,7 +1,7 @@
 /* libvram's HIP half beyond vmm.h: opening it with a given table of HIP
  * entry points (the unit tests pass a recording stand-in), the choice of
  * re-reserving ranges after release, and what it counts. See
- * client/vmm_hip.c and docs/rocm.md.
+ * libvram/vmm/hip.c and docs/rocm.md.
  */
 #ifndef LIBVRAM_HIP_VMM_H
 #define LIBVRAM_HIP_VMM_H

@@ -60,7 +60,7 @@
 #include "env.h"
 #include "error.h"
 #include "hip_api.h"
-#include "hip_vmm.h"
+#include "hip.h"
 #include "host_regs.h"
 #include "log.h"
 #include "vmm.h"

@@ -1,6 +1,6 @@
 /* The HIP runtime entry points vramd uses, as a table of function pointers,
  * and the few HIP types and constants they take. Shared by the daemon's
- * HIP backend (daemon/backend_hip.c) and libvram's (client/vmm_hip.c).
+ * HIP backend (daemon/backend/hip.c) and libvram's (libvram/vmm/hip.c).
  *
  * Why a table: every HIP call of vramd goes through a struct hip_api, so
  * that vramd and libvram start where ROCm is absent (the table is filled
@@ -20,7 +20,7 @@
  * is installed. Enum-typed parameters are declared int: a C enum of these
  * values has the size and passing of an int.
  *
- * Header only, like proto/cuda_driver.h: the daemon and libvram each compile
+ * Header only, like common/cuda_driver.h: the daemon and libvram each compile
  * their own copy of the loader. The runtime is never unloaded once loaded:
  * it is C++ whose static constructors ran, it starts threads, and the host
  * program (PyTorch) may use the same library.

@@ -11,7 +11,7 @@
  *
  * Header only: the daemon, libvram, the GPU tests and the benchmarks each
  * compile their own copy of the loader below (the Makefile builds daemon/
- * and client/ separately). libcuda is never unloaded once loaded: the
+ * and libvram/ separately). libcuda is never unloaded once loaded: the
  * driver starts threads of its own, and the host process (PyTorch) may use
  * the same library.
  *

@@ -43,7 +43,7 @@
 #include "backend.h"
 #include "env.h"
 #include "hip_api.h"
-#include "hip_backend.h"
+#include "hip.h"
 #include "log.h"
 
 #define FREE_UNKNOWN UINT64_MAX

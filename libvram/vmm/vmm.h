@@ -2,7 +2,7 @@
  * mapping chunk fds into them, and copying between the pool and its host
  * backup. libvram picks the implementation from the backend name the daemon
  * announces in its hello reply; nothing above this interface knows which
- * one runs. The daemon's side is daemon/backend.h.
+ * one runs. The daemon's side is daemon/backend/backend.h.
  */
 #ifndef VRAM_VMM_H
 #define VRAM_VMM_H

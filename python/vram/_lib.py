@@ -1,6 +1,6 @@
 """ctypes bindings of libvram, the vramd client library.
 
-This module mirrors client/include/vram.h: the structures, the functions'
+This module mirrors libvram/include/vram.h: the structures, the functions'
 signatures, and how the library is found. Nothing here raises on a failed
 call; vram/__init__.py turns negative errno returns into exceptions.
 
@@ -9,7 +9,7 @@ The library is looked up, first found wins:
 1. ``$VRAM_LIBRARY``: a path (or a name for the system loader);
 2. ``$VRAM_BUILD/libvram.so.0`` (the Makefile sets VRAM_BUILD for tests);
 3. ``build/libvram.so.0`` of the source tree this package sits in
-   (client/python/vram -> the repository root), for a package imported from
+   (python/vram -> the repository root), for a package imported from
    the source tree;
 4. ``libvram.so.0`` through the system loader (``make install``).
 
@@ -213,10 +213,10 @@ class LibraryNotFound(OSError):
 
 def _source_tree_build():
     """build/libvram.so.0 when this package is imported from the source
-    tree (client/python/vram inside a vramd checkout), else None."""
+    tree (python/vram inside a vramd checkout), else None."""
     here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
-    if not os.path.exists(os.path.join(root, "client", "include", "vram.h")):
+    root = os.path.dirname(os.path.dirname(here))
+    if not os.path.exists(os.path.join(root, "libvram", "include", "vram.h")):
         return None
     return os.path.join(root, "build", "libvram.so.0")
 

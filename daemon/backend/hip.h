@@ -1,6 +1,6 @@
 /* The daemon's HIP backend beyond backend.h: opening it with a given table
  * of HIP entry points (the unit tests pass a recording stand-in), and what
- * it counts. See daemon/backend_hip.c and docs/rocm.md.
+ * it counts. See daemon/backend/hip.c and docs/rocm.md.
  */
 #ifndef VRAMD_HIP_BACKEND_H
 #define VRAMD_HIP_BACKEND_H
