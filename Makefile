@@ -44,7 +44,7 @@ PROTO_INC := -Iproto
 DAEMON_INC := -Iproto -Icommon -Idaemon -Idaemon/backend
 LIBVRAM_INC := -Iproto -Icommon -Ilibvram -Ilibvram/include -Ilibvram/vmm
 PUBLIC_INC := -Ilibvram/include
-TEST_INC := -Itests -Itests/harness -Itests/unit
+TEST_INC := -Itests -Itests/harness -Itests/unit -Icommon
 
 # The include path of an object, by the folder (or, in tests/unit, the
 # prefix) of its source.

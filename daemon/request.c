@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "audit.h"
 #include "log.h"
 #include "message.h"
@@ -443,7 +444,7 @@ static void handle_stats(struct session *s, uint64_t id)
 	st.used_bytes = srv->backend->used_bytes;
 	st.backup_bytes = backup;
 	st.open_fds = server_open_fds();
-	st.uptime_ms = server_now_ms() - srv->start_ms;
+	st.uptime_ms = (uint64_t)clock_now_ms() - srv->start_ms;
 	st.devices = devp;
 	st.daemon_version = VRAMD_VERSION;
 	resp.id = id;

@@ -15,18 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "notify.h"
 #include "pool.h"
 #include "session.h"
 #include "transition.h"
-
-uint64_t server_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 unsigned server_open_fds(void)
 {
@@ -256,7 +250,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	srv->loop = loop;
 	srv->cfg = *cfg;
 	srv->listen_fd = -1;
-	srv->start_ms = server_now_ms();
+	srv->start_ms = (uint64_t)clock_now_ms();
 	config_backend(&srv->cfg, &bcfg);
 	r = backend_open(&bcfg, &srv->backend);
 	if (r < 0) {

@@ -63,7 +63,6 @@ void server_reap_later(struct server *srv);
 
 /* Number of fds the daemon has open (/proc/self/fd). */
 unsigned server_open_fds(void);
-uint64_t server_now_ms(void);
 /* Sum of free bytes of every device (for reports). */
 uint64_t server_free_bytes(struct server *srv);
 

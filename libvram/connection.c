@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "clock.h"
 #include "log.h"
 
 enum pump_mode {
@@ -34,20 +35,12 @@ enum pump_mode {
 	PUMP_THREAD,   /* until the client stops */
 };
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Milliseconds left before deadline (-1: none) for poll(). */
 static int remaining_ms(int64_t deadline)
 {
 	if (deadline < 0)
 		return -1;
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - clock_now_ms();
 	if (left <= 0)
 		return 0;
 	return left > INT_MAX ? INT_MAX : (int)left;
@@ -372,7 +365,7 @@ static int connection_wait(struct vram_client *c, struct call *call,
 int connection_call(struct vram_client *c, Vram__Request *req,
 		    struct call *call, int timeout_ms)
 {
-	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ms() + timeout_ms;
 	int r;
 
 	call->done = false;
@@ -446,7 +439,7 @@ int connection_ack(struct vram_client *c, uint64_t event_id, int err,
 
 int connection_dispatch(struct vram_client *c, int timeout_ms)
 {
-	int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ms() + timeout_ms;
 	int r;
 
 	if (c->broken)

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "clock.h"
 #include "env.h"
 #include "hip_api.h"
 #include "hip.h"
@@ -90,13 +91,6 @@ static unsigned hip_setting(const char *name, unsigned def, unsigned hi)
 	if (bad)
 		log_warn("hip: %s=%s ignored (0-%u)", name, bad, hi);
 	return v;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* ---- free memory ---------------------------------------------------------- */
@@ -188,8 +182,8 @@ static void hip_release_check(struct hip_backend *hb, unsigned dev,
 	if (d->base_free == FREE_UNKNOWN)
 		goto done;
 	want = d->base_free + d->pending;
-	deadline = now_ms() + hb->release_wait_ms;
-	while (*free_bytes + slack < want && now_ms() < deadline) {
+	deadline = (uint64_t)clock_now_ms() + hb->release_wait_ms;
+	while (*free_bytes + slack < want && (uint64_t)clock_now_ms() < deadline) {
 		struct timespec ts = { 0, RELEASE_POLL_NS };
 		nanosleep(&ts, NULL);
 		if (hip_dev_free(hb, dev, free_bytes, total_bytes) < 0)

@@ -27,6 +27,8 @@
 
 #include "harness.h"
 
+#include "clock.h"
+
 extern char **environ;
 
 #define DAEMON_TIMEOUT_MS 10000
@@ -47,10 +49,7 @@ void harness_msleep(unsigned ms)
 
 int64_t harness_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return clock_now_ms();
 }
 
 /* The status as the shell reports it: the exit code, or 128+N for a child

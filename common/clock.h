@@ -1,0 +1,19 @@
+/* The one monotonic clock of vramd, libvram and the tests, in milliseconds.
+ * Header only, like env.h: each side compiles its own copy.
+ */
+#ifndef VRAM_COMMON_CLOCK_H
+#define VRAM_COMMON_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Milliseconds of CLOCK_MONOTONIC: for deadlines and durations only. */
+static inline int64_t clock_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+#endif
