@@ -91,21 +91,12 @@ int cmd_audit(struct ctl *ctl, int argc, char **argv)
 	char msg[CTL_FMT_MAX];
 	struct vram_process_usage *u = NULL;
 	size_t n = 0;
-	int driver_info = 0, opt, r;
+	int driver_info = 0, r;
 
-	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS, longopts,
-				  NULL)) != -1) {
-		r = ctl_common_option(ctl, opt, optarg);
-		if (r == CTL_HELP) {
-			fputs(audit_help, stdout);
-			return CTL_EXIT_OK;
-		}
-		if (r)
-			return r;
-	}
-	if (optind < argc)
-		return ctl_usage_error(ctl, "unexpected argument '%s'",
-				       argv[optind]);
+	r = ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS, longopts,
+			   audit_help, NULL, NULL, CTL_OPERAND_NONE, NULL);
+	if (r != CTL_GO_ON)
+		return r;
 	r = ctl_connect(ctl);
 	if (r)
 		return r;

@@ -161,43 +161,16 @@ int cmd_ls(struct ctl *ctl, int argc, char **argv)
 	struct vram_selector sel = { .all = 1 };
 	struct vram_pool_info *pools = NULL;
 	char msg[CTL_FMT_MAX];
-	bool filtered = false;
+	bool filtered;
 	size_t n = 0;
-	uint64_t v;
-	int opt, r;
+	int r;
 
-	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS "T:o:",
-				  longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'T':
-			if (!*optarg)
-				return ctl_usage_error(ctl,
-						       "--tag needs a tag");
-			sel.tag = optarg;
-			filtered = true;
-			break;
-		case 'o':
-			if (ctl_parse_uint(optarg, UINT32_MAX, &v) < 0 ||
-			    v == 0)
-				return ctl_usage_error(
-					ctl, "--owner wants a pid, not '%s'",
-					optarg);
-			sel.owner_pid = (uint32_t)v;
-			filtered = true;
-			break;
-		default:
-			r = ctl_common_option(ctl, opt, optarg);
-			if (r == CTL_HELP) {
-				fputs(ls_help, stdout);
-				return CTL_EXIT_OK;
-			}
-			if (r)
-				return r;
-		}
-	}
-	if (optind < argc)
-		return ctl_usage_error(ctl, "unexpected argument '%s'",
-				       argv[optind]);
+	r = ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS "T:o:",
+			   longopts, ls_help, ctl_selector_option, &sel,
+			   CTL_OPERAND_NONE, NULL);
+	if (r != CTL_GO_ON)
+		return r;
+	filtered = sel.tag || sel.owner_pid;
 
 	r = ctl_connect(ctl);
 	if (r)
@@ -275,40 +248,15 @@ static int show_print_text(const struct vram_pool_info *p)
 	return r;
 }
 
-/* Reads the operand POOL of show and drop: exactly one, not empty. */
-static int pool_operand(struct ctl *ctl, int argc, char **argv,
-			const char **name)
-{
-	if (optind >= argc)
-		return ctl_usage_error(ctl, "which pool? (give its name)");
-	if (optind + 1 < argc)
-		return ctl_usage_error(ctl, "unexpected argument '%s'",
-				       argv[optind + 1]);
-	if (!argv[optind][0])
-		return ctl_usage_error(ctl, "a pool name cannot be empty");
-	*name = argv[optind];
-	return 0;
-}
-
 /* Parses a command that takes only the common options and one POOL. */
 static int pool_command_args(struct ctl *ctl, int argc, char **argv,
 			     const char *help, const char **name)
 {
 	static const struct option longopts[] = { CTL_COMMON_LONGOPTS,
 						  { NULL, 0, NULL, 0 } };
-	int opt, r;
 
-	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS, longopts,
-				  NULL)) != -1) {
-		r = ctl_common_option(ctl, opt, optarg);
-		if (r == CTL_HELP) {
-			fputs(help, stdout);
-			return CTL_HELP;
-		}
-		if (r)
-			return r;
-	}
-	return pool_operand(ctl, argc, argv, name);
+	return ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS, longopts,
+			      help, NULL, NULL, CTL_OPERAND_POOL, name);
 }
 
 int cmd_show(struct ctl *ctl, int argc, char **argv)
@@ -320,8 +268,8 @@ int cmd_show(struct ctl *ctl, int argc, char **argv)
 	int r;
 
 	r = pool_command_args(ctl, argc, argv, show_help, &sel.name);
-	if (r)
-		return r == CTL_HELP ? CTL_EXIT_OK : r;
+	if (r != CTL_GO_ON)
+		return r;
 	r = ctl_connect(ctl);
 	if (r)
 		return r;
@@ -359,8 +307,8 @@ int cmd_drop(struct ctl *ctl, int argc, char **argv)
 	int r;
 
 	r = pool_command_args(ctl, argc, argv, drop_help, &name);
-	if (r)
-		return r == CTL_HELP ? CTL_EXIT_OK : r;
+	if (r != CTL_GO_ON)
+		return r;
 	r = ctl_connect(ctl);
 	if (r)
 		return r;

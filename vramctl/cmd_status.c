@@ -100,22 +100,12 @@ int cmd_status(struct ctl *ctl, int argc, char **argv)
 						  { NULL, 0, NULL, 0 } };
 	char msg[CTL_FMT_MAX];
 	struct vram_stats st = { 0 };
-	int opt, r;
+	int r;
 
-	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS, longopts,
-				  NULL)) != -1) {
-		r = ctl_common_option(ctl, opt, optarg);
-		if (r == CTL_HELP) {
-			fputs(status_help, stdout);
-			return CTL_EXIT_OK;
-		}
-		if (r)
-			return r;
-	}
-	if (optind < argc)
-		return ctl_usage_error(ctl, "unexpected argument '%s'",
-				       argv[optind]);
-
+	r = ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS, longopts,
+			   status_help, NULL, NULL, CTL_OPERAND_NONE, NULL);
+	if (r != CTL_GO_ON)
+		return r;
 	r = ctl_connect(ctl);
 	if (r)
 		return r;

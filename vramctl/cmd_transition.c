@@ -180,48 +180,13 @@ static int transition_run(struct ctl *ctl, const struct transition *tr,
 	struct vram_selector sel = { 0 };
 	struct vram_report rep = { 0 };
 	char msg[CTL_FMT_MAX] = "";
-	uint64_t v;
-	int opt, r, code;
+	int r, code;
 
-	while ((opt = getopt_long(argc, argv, CTL_COMMON_SHORTOPTS "T:o:a",
-				  longopts, NULL)) != -1) {
-		switch (opt) {
-		case 'T':
-			if (!*optarg)
-				return ctl_usage_error(ctl,
-						       "--tag needs a tag");
-			sel.tag = optarg;
-			break;
-		case 'o':
-			if (ctl_parse_uint(optarg, UINT32_MAX, &v) < 0 ||
-			    v == 0)
-				return ctl_usage_error(
-					ctl, "--owner wants a pid, not '%s'",
-					optarg);
-			sel.owner_pid = (uint32_t)v;
-			break;
-		case 'a':
-			sel.all = 1;
-			break;
-		default:
-			r = ctl_common_option(ctl, opt, optarg);
-			if (r == CTL_HELP) {
-				fputs(tr->help, stdout);
-				return CTL_EXIT_OK;
-			}
-			if (r)
-				return r;
-		}
-	}
-	if (optind < argc) {
-		if (!argv[optind][0])
-			return ctl_usage_error(ctl,
-					       "a pool name cannot be empty");
-		sel.name = argv[optind++];
-	}
-	if (optind < argc)
-		return ctl_usage_error(ctl, "unexpected argument '%s'",
-				       argv[optind]);
+	r = ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS "T:o:a",
+			   longopts, tr->help, ctl_selector_option, &sel,
+			   CTL_OPERAND_POOL_OPT, &sel.name);
+	if (r != CTL_GO_ON)
+		return r;
 	if (!sel.name && !sel.tag && !sel.owner_pid && !sel.all)
 		return ctl_usage_error(ctl, "which pools? give POOL, --tag, "
 					    "--owner or --all");

@@ -77,6 +77,71 @@ int ctl_common_option(struct ctl *ctl, int opt, const char *arg)
 	}
 }
 
+int ctl_parse_args(struct ctl *ctl, int argc, char **argv,
+		   const char *shortopts, const struct option *longopts,
+		   const char *help, ctl_option_fn own, void *data,
+		   enum ctl_operand want, const char **pool)
+{
+	int opt, r;
+
+	if (pool)
+		*pool = NULL;
+	while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) !=
+	       -1) {
+		/* '?': getopt_long has said what was wrong; the common
+		 * handler adds the hint. */
+		if (own && opt != '?' && !strchr(CTL_COMMON_SHORTOPTS, opt))
+			r = own(ctl, opt, optarg, data);
+		else
+			r = ctl_common_option(ctl, opt, optarg);
+		if (r == CTL_HELP) {
+			fputs(help, stdout);
+			return CTL_EXIT_OK;
+		}
+		if (r)
+			return r;
+	}
+	if (want == CTL_OPERAND_POOL && optind >= argc)
+		return ctl_usage_error(ctl, "which pool? (give its name)");
+	if (want != CTL_OPERAND_NONE && optind < argc) {
+		if (!argv[optind][0])
+			return ctl_usage_error(ctl,
+					       "a pool name cannot be empty");
+		*pool = argv[optind++];
+	}
+	if (optind < argc)
+		return ctl_usage_error(ctl, "unexpected argument '%s'",
+				       argv[optind]);
+	return CTL_GO_ON;
+}
+
+int ctl_selector_option(struct ctl *ctl, int opt, const char *arg,
+			void *data)
+{
+	struct vram_selector *sel = data;
+	uint64_t v;
+
+	switch (opt) {
+	case 'T':
+		if (!*arg)
+			return ctl_usage_error(ctl, "--tag needs a tag");
+		sel->tag = arg;
+		return 0;
+	case 'o':
+		if (ctl_parse_uint(arg, UINT32_MAX, &v) < 0 || v == 0)
+			return ctl_usage_error(
+				ctl, "--owner wants a pid, not '%s'", arg);
+		sel->owner_pid = (uint32_t)v;
+		return 0;
+	case 'a':
+		sel->all = 1;
+		return 0;
+	default:
+		ctl_usage_hint(ctl);
+		return CTL_EXIT_USAGE;
+	}
+}
+
 void ctl_save_error(int err, char *buf, size_t size)
 {
 	const char *msg = vram_last_error();

@@ -62,6 +62,38 @@ struct ctl {
  * or CTL_EXIT_USAGE after printing why. */
 int ctl_common_option(struct ctl *ctl, int opt, const char *arg);
 
+/* Returned by ctl_parse_args() when the command should go on and run. */
+#define CTL_GO_ON (-2)
+
+/* A command's own options: called by ctl_parse_args() for each option that
+ * is not a common one. Returns 0, or an exit code (CTL_EXIT_USAGE after
+ * ctl_usage_error()). */
+typedef int (*ctl_option_fn)(struct ctl *ctl, int opt, const char *arg,
+			     void *data);
+
+/* The operand a command takes after its options. */
+enum ctl_operand {
+	CTL_OPERAND_NONE,     /* none */
+	CTL_OPERAND_POOL_OPT, /* at most one POOL, not empty */
+	CTL_OPERAND_POOL,     /* exactly one POOL, not empty */
+};
+
+/* The one option loop of every command: shortopts and longopts are the
+ * command's whole getopt_long() tables (CTL_COMMON_* first); own (may be
+ * NULL) gets the options that are not common ones, with data. *pool gets
+ * the operand, or NULL. Returns CTL_GO_ON when the command should run, or
+ * the code to exit with: CTL_EXIT_OK after printing help, CTL_EXIT_USAGE
+ * after saying what was wrong. */
+int ctl_parse_args(struct ctl *ctl, int argc, char **argv,
+		   const char *shortopts, const struct option *longopts,
+		   const char *help, ctl_option_fn own, void *data,
+		   enum ctl_operand want, const char **pool);
+
+/* An ctl_option_fn for the selector options --tag, --owner and --all;
+ * data is a struct vram_selector. */
+int ctl_selector_option(struct ctl *ctl, int opt, const char *arg,
+			void *data);
+
 /* Parses a decimal unsigned number that must fit in max. 0 or -EINVAL. */
 int ctl_parse_uint(const char *s, uint64_t max, uint64_t *out);
 
