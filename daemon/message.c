@@ -1,3 +1,5 @@
+/* Pieces of messages, and the conversions from the daemon's own types
+ * to the wire's. */
 #include "message.h"
 
 #include <errno.h>
@@ -35,6 +37,38 @@ void chunk_list_free(struct chunk_list *l)
 	l->ptrs = NULL;
 	l->fds = NULL;
 	l->n = 0;
+}
+
+Vram__EventKind message_event_kind(enum pool_round round)
+{
+	switch (round) {
+	case POOL_ROUND_SAVE:
+		return VRAM__EVENT_KIND__EVENT_SAVE;
+	case POOL_ROUND_PAUSE:
+		return VRAM__EVENT_KIND__EVENT_PAUSE;
+	case POOL_ROUND_RESUME:
+		return VRAM__EVENT_KIND__EVENT_RESUME;
+	}
+	abort(); /* not an enum pool_round */
+}
+
+Vram__State message_pool_state(enum pool_state s)
+{
+	switch (s) {
+	case POOL_ACTIVE:
+		return VRAM__STATE__STATE_ACTIVE;
+	case POOL_PAUSING_SAVE:
+	case POOL_PAUSING_UNMAP:
+	case POOL_PAUSING_UNDO_SAVE:
+	case POOL_PAUSING_UNDO:
+		return VRAM__STATE__STATE_PAUSING;
+	case POOL_PAUSED:
+		return VRAM__STATE__STATE_PAUSED;
+	case POOL_RESUMING_RESTORE:
+	case POOL_RESUMING_MAP:
+		return VRAM__STATE__STATE_RESUMING;
+	}
+	abort(); /* not an enum pool_state */
 }
 
 unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,

@@ -1,16 +1,43 @@
 /* A pool: named, tagged memory on one device, made of chunks, owned by one
- * session and mapped by any number. This file's pool.c is the only place
- * that assigns a pool's state; every transition checks the current state
- * first and leaves a consistent state when any step fails:
+ * session and mapped by any number. pool.c is the only place that assigns
+ * a pool's state and the only place that picks what comes next; a request
+ * (transition.c) begins a pause or resume, sends the rounds of events the
+ * pool asks for and calls pool_advance when a round owes no more acks:
  *
- *   ACTIVE  --pause_begin-->  PAUSING --(all acked) pause_finish--> PAUSED
- *   PAUSING (saver failed) --pause_abort--> ACTIVE
- *   PAUSED  --resume_begin--> RESUMING --(all acked) resume_finish--> ACTIVE
- *   RESUMING --(a mapper failed) resume_undo--> PAUSING --> PAUSED
+ *   ACTIVE --pause--> PAUSING_SAVE    host pool with content: the saver
+ *                                     alone saves, everyone stays mapped
+ *          --pause--> PAUSING_UNMAP   otherwise: every mapper unmaps
+ *   PAUSING_SAVE  --saved--> PAUSING_UNMAP (every mapper, the saver too)
+ *                 --failed--> ACTIVE  nobody unmapped, nothing lost
+ *   PAUSING_UNMAP --unmapped--> PAUSED   chunks released
+ *                 --failed--> stays (pause again to retry)
  *
- * A failed resume_begin (the device is full) leaves the pool PAUSED with its
- * backup. A round of events that misses its deadline leaves the pool where
- * it is (PAUSING or RESUMING); later acks still complete it.
+ *   PAUSED --resume--> RESUMING_RESTORE  backup held: chunks are made and
+ *                                        the restorer alone maps them and
+ *                                        restores the backup
+ *          --resume--> RESUMING_MAP      otherwise: every mapper maps
+ *   RESUMING_RESTORE --restored--> RESUMING_MAP (every other mapper)
+ *                    --failed--> PAUSED  chunks released, backup kept,
+ *                                        nobody else ever mapped
+ *   RESUMING_MAP --mapped--> ACTIVE
+ *                --failed--> PAUSING_UNDO_SAVE  host: the content (written
+ *                                        since the restore) is saved again
+ *                --failed--> PAUSING_UNDO       discard: those who mapped unmap
+ *   PAUSING_UNDO_SAVE --saved--> PAUSING_UNDO
+ *                     --failed--> ACTIVE (the mapper that failed is unmapped)
+ *   PAUSING_UNDO --unmapped--> PAUSED (the resume fails with its error)
+ *                --failed--> stays (pause again to retry)
+ *
+ * So a mapper other than the restorer is sent the chunks only once they
+ * hold the restored content: it turns ACTIVE then, never on a half-restored
+ * pool, and nothing it writes is overwritten by the restore. The wire sees
+ * four states (pool_state_name, message_pool_state): every PAUSING_* is
+ * PAUSING and every RESUMING_* is RESUMING.
+ *
+ * A failed begin leaves the pool as it was (a resume that cannot make the
+ * chunks stays PAUSED with its backup). A round that misses its deadline
+ * leaves the pool where it is; later acks still complete it, and pausing
+ * (or resuming) again waits once more for those that owe.
  *
  * Sessions are opaque here: the pool only compares their pointers.
  */
@@ -27,7 +54,16 @@
 #define POOL_FLAG_PERSIST 0x1u
 #define POOL_FLAGS_ALL POOL_FLAG_PERSIST
 
-enum pool_state { POOL_ACTIVE, POOL_PAUSING, POOL_PAUSED, POOL_RESUMING };
+enum pool_state {
+	POOL_ACTIVE,
+	POOL_PAUSING_SAVE,     /* the saver saves the backup; nobody unmaps */
+	POOL_PAUSING_UNMAP,    /* every mapper unmaps */
+	POOL_PAUSED,
+	POOL_RESUMING_RESTORE, /* the restorer alone maps and restores */
+	POOL_RESUMING_MAP,     /* every other mapper maps */
+	POOL_PAUSING_UNDO_SAVE, /* a failed resume: the content is saved again */
+	POOL_PAUSING_UNDO,     /* a failed resume: those who mapped unmap */
+};
 enum pool_policy { POOL_DISCARD, POOL_HOST };
 
 struct session;
@@ -71,10 +107,9 @@ struct pool {
 
 	/* Current round of events. */
 	uint64_t event_id;
-	unsigned pending;
-	bool undoing;      /* pausing again after a failed resume */
-	bool saving;       /* first round of a host pause: the saver alone */
+	unsigned pending;  /* acks owed for event_id */
 	int round_err;     /* first mapper error of the round */
+	int undo_err;      /* the error of the resume being undone */
 	struct transition_item *op; /* the request waiting on it, or NULL */
 };
 
@@ -96,7 +131,7 @@ struct mapper *pool_mapper_find(struct pool *p, struct session *s);
 /* Removes a mapper; one that owed an ack counts as done (a session that
  * is gone maps nothing), except the one saving or restoring the backup:
  * its round fails (EPIPE), so a half-made backup is never trusted and a
- * half-restored pool is paused again. Returns 1 if it was a mapper. */
+ * half-restored pool goes back to PAUSED. Returns 1 if it was a mapper. */
 int pool_mapper_remove(struct pool *p, struct session *s);
 unsigned pool_mapper_count(const struct pool *p);
 
@@ -108,54 +143,70 @@ unsigned pool_mapper_count(const struct pool *p);
 int pool_grow(struct pool *p, struct backend *b, uint64_t bytes,
 	      uint64_t chunk_max, unsigned max_chunks, unsigned *first);
 
-/* ACTIVE -> PAUSING: every mapper owes an ack for event_id; one is asked
- * to save the backup (POOL_HOST). Already PAUSING (a round that missed
- * its deadline): keeps the mappers that still owe an ack, under the new
- * event_id. Returns the number of acks owed (0: pause_finish may run now),
- * -EALREADY when PAUSED, -EBUSY when RESUMING, -EPIPE when a POOL_HOST
- * pool with content has no read-write mapper to save it. */
-int pool_pause_begin(struct pool *p, uint64_t event_id);
+/* What a request does after a pause, resume or advance of a pool. */
+enum pool_step {
+	POOL_STEP_WAIT,   /* acks are owed, or nothing runs: nothing to do */
+	POOL_STEP_SEND,   /* a round began: send next->round to those that owe */
+	POOL_STEP_DONE,   /* PAUSED or ACTIVE reached: next->bytes released or
+			   * brought back */
+	POOL_STEP_FAILED, /* it stays or went back: next->err, next->why */
+};
 
-/* A host-policy pause runs two rounds: pause_begin asks only the saver to
- * save (it stays mapped); when it has acked, pause_continue asks every
- * mapper, the saver too, to unmap (returns acks owed). If the saver failed
- * or went away, pause_abort puts the pool back to ACTIVE: nobody unmapped
- * and the daemon still holds the chunks, so no content is lost. */
-int pool_pause_continue(struct pool *p, uint64_t event_id);
-int pool_pause_abort(struct pool *p);
+/* The event a round asks of the mappers that owe an ack (message.c turns
+ * it into the wire's event kind). A mapper's backup flag says whether it
+ * saves (PAUSE, SAVE) or restores (RESUME) too. */
+enum pool_round {
+	POOL_ROUND_SAVE,   /* save the backup, stay mapped; the chunks' layout */
+	POOL_ROUND_PAUSE,  /* unmap */
+	POOL_ROUND_RESUME, /* map the chunks sent with their fds */
+};
 
-/* In a PAUSING round that only unmaps (no saver at work), drops the
- * daemon's chunk references at once instead of after the acks: the last
- * mapper to unmap then frees the memory in its own process, the driver's
- * fast path (on the H200 a 16 GiB pause took 10 ms when the daemon's close
- * freed it, 7 ms in-process). Nothing is lost: the content is not kept
- * (discard) or already saved (host). -EBUSY while a saver is at work. */
-int pool_release_early(struct pool *p, struct backend *b);
+struct pool_next {
+	enum pool_round round; /* POOL_STEP_SEND */
+	uint64_t bytes;        /* POOL_STEP_DONE */
+	int err;               /* POOL_STEP_FAILED: positive errno */
+	const char *why;       /* POOL_STEP_FAILED: what happened, a phrase
+				* that follows "pool NAME: " */
+};
 
-/* PAUSING with no ack owed -> PAUSED: the daemon drops its chunk fds, so
- * the device memory is free once mappers have unmapped. Returns the bytes
- * released, -EBUSY when acks are owed or a mapper failed (the pool stays
- * PAUSING: pause again to retry), -EINVAL in another state. */
-int64_t pool_pause_finish(struct pool *p, struct backend *b);
+/* Begins a pause. ACTIVE: a host pool with content asks its saver alone
+ * to save (PAUSING_SAVE), any other pool asks every mapper to unmap
+ * (PAUSING_UNMAP) and the daemon lets go of its chunk fds at once, so the
+ * last mapper to unmap frees the memory in its own process (the driver's
+ * fast path: on the H200 a 16 GiB pause took 10 ms when the daemon's close
+ * freed it, 7 ms in-process); the bytes stay counted until PAUSED.
+ * PAUSING (a round that missed its deadline or failed): asks again those
+ * that still owe or failed, under a new event id; an undo of a failed
+ * resume is carried on as this pause. New rounds take their event id from
+ * ++*event_ids. Fails (next->err) with EALREADY when PAUSED, EBUSY when
+ * RESUMING, EPIPE when a host pool with content has no read-write mapper
+ * to save it; the pool is then as it was. */
+enum pool_step pool_pause(struct pool *p, struct backend *b,
+			  uint64_t *event_ids, struct pool_next *next);
 
-/* PAUSED -> RESUMING: makes chunks of the same sizes and offsets; every
- * mapper owes an ack; one restores the backup. If a chunk cannot be made
- * the ones made are released and the pool stays PAUSED (-ENOMEM). Already
- * RESUMING: keeps those owing acks, as pause_begin. Returns acks owed,
- * -EALREADY when ACTIVE, -EBUSY when PAUSING, -EPIPE when the backup must
- * be restored and no read-write mapper exists. */
-int pool_resume_begin(struct pool *p, struct backend *b, uint64_t event_id);
+/* Begins a resume. PAUSED: makes chunks of the same sizes and offsets;
+ * with a backup the restorer alone is sent them (RESUMING_RESTORE), the
+ * other mappers only once it has restored; without one every mapper is
+ * (RESUMING_MAP). RESUMING (a round that missed its deadline): asks again
+ * those that owe. Fails with EALREADY when ACTIVE, EBUSY when PAUSING or
+ * when a mapper failed the round under way, ENOMEM when a chunk cannot be
+ * made (those made are released: PAUSED with the backup), EPIPE when the
+ * backup must be restored and no read-write mapper exists. */
+enum pool_step pool_resume(struct pool *p, struct backend *b,
+			   uint64_t *event_ids, struct pool_next *next);
 
-/* RESUMING with no ack owed and no mapper error -> ACTIVE. -EBUSY when
- * acks are owed, -EIO when a mapper failed (call resume_undo). */
-int pool_resume_finish(struct pool *p);
+/* Takes the edge out of p's state once its round owes no more acks (after
+ * an ack, or a mapper that went away): the next round (SEND), the end
+ * (DONE, FAILED), or WAIT while acks are owed or no transition runs.
+ * Releases the chunks when PAUSED is reached, or when a resume goes back. */
+enum pool_step pool_advance(struct pool *p, struct backend *b,
+			    uint64_t *event_ids, struct pool_next *next);
 
-/* RESUMING with a mapper failure -> PAUSING (undoing): the mappers that
- * mapped owe an ack for a pause without backup. Returns acks owed. */
-int pool_resume_undo(struct pool *p, uint64_t event_id);
+/* Is p between ACTIVE and PAUSED (a pause or resume under way)? */
+bool pool_in_transition(const struct pool *p);
 
 /* Records an ack. Returns 1 if the mapper owed one for event_id, else 0
- * (a late or unknown ack, ignored). */
+ * (a late or unknown ack, ignored). pool_advance takes it from there. */
 int pool_ack(struct pool *p, struct session *s, uint64_t event_id, int err);
 
 /* Moves ownership: to NULL on the owner's exit (persistent pools), or to
@@ -163,6 +214,8 @@ int pool_ack(struct pool *p, struct session *s, uint64_t event_id, int err);
 void pool_set_owner(struct pool *p, struct session *s,
 		    const struct identity *who);
 
+/* The state as the wire and the operator see it: "active", "pausing",
+ * "paused" or "resuming". */
 const char *pool_state_name(enum pool_state s);
 
 #endif

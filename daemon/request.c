@@ -60,7 +60,7 @@ static int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
 	info->name = p->name;
 	info->tag = p->tag;
 	info->device = p->device;
-	info->state = (Vram__State)p->state;
+	info->state = message_pool_state(p->state);
 	info->policy = to_policy(p->policy);
 	info->bytes = p->bytes;
 	info->reserve_bytes = p->reserve;
@@ -248,7 +248,7 @@ static void handle_open(struct session *s, uint64_t id, const Vram__PoolOpen *o)
 				    p->owner_id.uid);
 		return;
 	}
-	if (p->state == POOL_PAUSING || p->state == POOL_RESUMING) {
+	if (pool_in_transition(p)) {
 		session_reply_error(s, id, EBUSY, "pool %s is %s; try again", p->name,
 				    pool_state_name(p->state));
 		return;

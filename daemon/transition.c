@@ -1,8 +1,10 @@
-/* Pause and resume across mappers. pool.c decides states; this file sends
- * the events each state change asks for, collects acks against a deadline
- * and answers the request. */
+/* Pause and resume across mappers. pool.c decides the states and the edges
+ * between them; this file begins each pool's part, sends the rounds of
+ * events the pool asks for, counts the pools down against a deadline and
+ * answers the request. */
 #include "transition.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,6 +58,7 @@ static void item_done(struct transition_item *it)
 	if (it->pool && it->pool->op == it)
 		it->pool->op = NULL;
 	it->pool = NULL;
+	assert(it->t->outstanding > 0);
 	if (--it->t->outstanding == 0 && !it->t->starting)
 		transition_finish(it->t);
 }
@@ -71,16 +74,15 @@ static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
 }
 
 /* Sends the round's event to every mapper that owes an ack. */
-static void round_send(struct pool *p, Vram__EventKind kind)
+static void round_send(struct pool *p, enum pool_round round)
 {
 	Vram__Event ev = VRAM__EVENT__INIT;
 	struct chunk_list l;
 	/* RESUME carries the chunks with their fds; SAVE their layout only, so
 	 * the saver can check it maps all of the pool before it saves. */
-	bool layout = kind == VRAM__EVENT_KIND__EVENT_RESUME ||
-		      kind == VRAM__EVENT_KIND__EVENT_SAVE;
+	bool layout = round == POOL_ROUND_RESUME || round == POOL_ROUND_SAVE;
 	unsigned n = layout ? p->n_chunks : 0;
-	unsigned nfds = kind == VRAM__EVENT_KIND__EVENT_RESUME ? n : 0;
+	unsigned nfds = round == POOL_ROUND_RESUME ? n : 0;
 
 	if (chunk_list_make(&l, p, 0, n, 0) < 0) {
 		/* Every mapper misses this round: it times out and can be
@@ -89,7 +91,7 @@ static void round_send(struct pool *p, Vram__EventKind kind)
 		return;
 	}
 	ev.event_id = p->event_id;
-	ev.kind = kind;
+	ev.kind = message_event_kind(round);
 	ev.pool_id = p->id;
 	ev.n_chunks = n;
 	ev.chunks = l.ptrs;
@@ -114,103 +116,64 @@ static void late_pids(struct transition_item *it, struct pool *p)
 			it->late_pids[it->n_late++] = m->who.pid;
 }
 
+/* Does what the pool asked after a begin or an advance: send its next
+ * round, or end the request's part in it. */
+static void item_step(struct server *srv, struct pool *p, enum pool_step step,
+		      const struct pool_next *next)
+{
+	struct transition_item *it = p->op;
+
+	switch (step) {
+	case POOL_STEP_WAIT:
+		return;
+	case POOL_STEP_SEND:
+		round_send(p, next->round);
+		return;
+	case POOL_STEP_DONE:
+		log_info("pool %s %s: %llu bytes %s", p->name,
+			 p->state == POOL_PAUSED ? "paused" : "resumed",
+			 (unsigned long long)next->bytes,
+			 p->state == POOL_PAUSED ? "released" : "back");
+		server_update_status(srv);
+		if (it) {
+			it->bytes = next->bytes;
+			item_done(it);
+		}
+		return;
+	case POOL_STEP_FAILED:
+		/* A refusal (already there, busy) needs no errno's words. */
+		if (next->err == EALREADY || next->err == EBUSY) {
+			if (it)
+				item_fail(it, next->err, "pool %s: %s", p->name,
+					  next->why);
+			return;
+		}
+		log_warn("pool %s: %s (%s)", p->name, next->why,
+			 strerror(next->err));
+		server_update_status(srv);
+		if (it)
+			item_fail(it, next->err, "pool %s: %s (%s)", p->name,
+				  next->why, strerror(next->err));
+		return;
+	}
+}
+
 void transition_advance(struct server *srv, struct pool *p)
 {
 	struct transition_item *it = p->op;
-	int64_t bytes;
-	int r;
+	struct pool_next next;
 
 	if (p->pending)
-		return;
+		return; /* pool_advance would wait */
 	/* Every mapper has answered: when the last did, for the log. */
 	uint64_t now = uv_hrtime();
 	if (it && now > it->t->t_acked)
 		it->t->t_acked = now;
-	switch (p->state) {
-	case POOL_PAUSING:
-		if (p->saving) {
-			int err = p->round_err;
-			if (err) {
-				pool_pause_abort(p);
-				log_warn("pool %s: the backup could not be saved (%s); "
-					 "it stays active", p->name, strerror(err));
-				if (it)
-					item_fail(it, err,
-						  "pool %s: the mapper saving its backup %s; "
-						  "the pool stays active with its content",
-						  p->name, err == EPIPE ? "went away" : "failed");
-				return;
-			}
-			if (pool_pause_continue(p, ++srv->next_event_id) > 0)
-				round_send(p, VRAM__EVENT_KIND__EVENT_PAUSE);
-			pool_release_early(p, srv->backend);
-			transition_advance(srv, p);
-			return;
-		}
-		if (p->round_err) {
-			/* A mapper could not save or unmap: the pool stays
-			 * PAUSING with its chunks; pausing again retries. */
-			if (it)
-				item_fail(it, p->round_err,
-					  "a mapper failed to pause: %s",
-					  strerror(p->round_err));
-			return;
-		}
-		bool undoing = p->undoing;
-		bytes = pool_pause_finish(p, srv->backend);
-		if (it)
-			it->t->release_ns += uv_hrtime() - now;
-		if (bytes < 0) {
-			if (it)
-				item_fail(it, (int)-bytes, "pause failed: %s",
-					  strerror((int)-bytes));
-			return;
-		}
-		log_info("pool %s paused: %lld bytes released", p->name,
-			 (long long)bytes);
-		server_update_status(srv);
-		if (!it)
-			return;
-		if (undoing) {
-			/* The resume this pause undid reported its error. */
-			if (!it->err)
-				it->err = EIO;
-			item_done(it);
-			return;
-		}
-		it->bytes = (uint64_t)bytes;
-		item_done(it);
-		return;
-	case POOL_RESUMING:
-		r = pool_resume_finish(p);
-		if (r == 0) {
-			log_info("pool %s resumed", p->name);
-			server_update_status(srv);
-			if (it) {
-				it->bytes = p->bytes;
-				item_done(it);
-			}
-			return;
-		}
-		if (r != -EIO)
-			return;
-		int err = p->round_err;
-		if (it && !it->err) {
-			it->err = err;
-			snprintf(it->message, sizeof(it->message),
-				 "a mapper failed to map the pool (%s); it stays paused",
-				 strerror(err));
-		}
-		log_warn("pool %s: resume failed in a mapper (%s), undoing",
-			 p->name, strerror(err));
-		if (pool_resume_undo(p, ++srv->next_event_id) > 0)
-			round_send(p, VRAM__EVENT_KIND__EVENT_PAUSE);
-		pool_release_early(p, srv->backend);
-		transition_advance(srv, p);
-		return;
-	default:
-		return;
-	}
+	enum pool_step step = pool_advance(p, srv->backend, &srv->next_event_id,
+					   &next);
+	if (it)
+		it->t->release_ns += uv_hrtime() - now;
+	item_step(srv, p, step, &next);
 }
 
 void transition_ack(struct server *srv, struct session *s, uint64_t event_id,
@@ -357,8 +320,8 @@ static void item_begin(struct server *srv, struct transition *t,
 		       struct transition_item *it, struct session *requester,
 		       struct pool *p)
 {
-	uint64_t event_id = ++srv->next_event_id;
-	int r;
+	struct pool_next next;
+	enum pool_step step;
 
 	if (!transition_allowed(&requester->who, p)) {
 		item_fail(it, EPERM, "pool %s belongs to uid %u", p->name,
@@ -370,48 +333,15 @@ static void item_begin(struct server *srv, struct transition *t,
 			  p->name);
 		return;
 	}
-	if (t->resume) {
-		uint64_t t0 = uv_hrtime();
-		r = pool_resume_begin(p, srv->backend, event_id);
-		t->release_ns += uv_hrtime() - t0;
-	} else
-		r = pool_pause_begin(p, event_id);
-	if (r < 0) {
-		switch (r) {
-		case -EALREADY:
-			item_fail(it, EALREADY, "pool %s is already %s", p->name,
-				  pool_state_name(p->state));
-			break;
-		case -EBUSY:
-			item_fail(it, EBUSY, "pool %s is %s", p->name,
-				  pool_state_name(p->state));
-			break;
-		case -EPIPE:
-			item_fail(it, EPIPE,
-				  "pool %s keeps a host backup but no read-write "
-				  "mapper is attached to %s it",
-				  p->name, t->resume ? "restore" : "save");
-			break;
-		case -ENOMEM:
-			item_fail(it, ENOMEM,
-				  "device %u has not enough free memory for pool %s "
-				  "(%llu bytes); it stays paused with its backup",
-				  p->device, p->name, (unsigned long long)p->bytes);
-			break;
-		default:
-			item_fail(it, -r, "pool %s: %s", p->name, strerror(-r));
-		}
-		return;
-	}
 	it->pool = p;
 	p->op = it;
-	if (r > 0)
-		round_send(p, t->resume ? VRAM__EVENT_KIND__EVENT_RESUME :
-			      p->saving ? VRAM__EVENT_KIND__EVENT_SAVE :
-					  VRAM__EVENT_KIND__EVENT_PAUSE);
-	if (!t->resume)
-		pool_release_early(p, srv->backend);
-	transition_advance(srv, p);
+	uint64_t t0 = uv_hrtime();
+	if (t->resume)
+		step = pool_resume(p, srv->backend, &srv->next_event_id, &next);
+	else
+		step = pool_pause(p, srv->backend, &srv->next_event_id, &next);
+	t->release_ns += uv_hrtime() - t0;
+	item_step(srv, p, step, &next);
 }
 
 void transition_start(struct server *srv, struct session *requester,

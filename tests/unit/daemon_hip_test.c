@@ -474,38 +474,38 @@ TEST(pool_of_chunks_pause_and_resume)
 	EXPECT_NO_MORE_CALLS();
 	ASSERT_EQ(fake_live_handles(), 3);
 
-	uint64_t ev = 1;
+	uint64_t ev = 0;
+	struct pool_next nx;
 	for (int cycle = 0; cycle < 2; cycle++) {
 		/* Pause: the daemon lets go of each chunk once. */
-		ASSERT_EQ(pool_pause_begin(p, ev), 1);
+		ASSERT_EQ(pool_pause(p, b, &ev, &nx), POOL_STEP_SEND);
 		ASSERT_EQ(pool_ack(p, A, ev, 0), 1);
-		ASSERT_EQ(pool_pause_finish(p, b), 5 * GRAN);
+		ASSERT_EQ(pool_advance(p, b, &ev, &nx), POOL_STEP_DONE);
+		ASSERT_UEQ(nx.bytes, 5 * GRAN);
 		ASSERT_EQ(p->state, POOL_PAUSED);
 		ASSERT_EQ(fake_live_handles(), 0);
 		ASSERT_EQ(fake.bad_releases, 0);
 		ASSERT_UEQ(fake.used[0], 0);
 		ASSERT_EQ(harness_count_fds(0), fds);
-		ev++;
 		/* Resume, failing at each of its 6 calls in turn. */
 		for (long k = 1; k <= 6; k++) {
 			fake_fail_nth(k, k % 2 ? hipErrorOutOfMemory :
 						 hipErrorInvalidValue);
-			int r = pool_resume_begin(p, b, ev++);
+			enum pool_step r = pool_resume(p, b, &ev, &nx);
 			fake_fail_none();
-			ASSERT(r < 0);
+			ASSERT_EQ(r, POOL_STEP_FAILED);
 			ASSERT_EQ(p->state, POOL_PAUSED);
 			ASSERT_EQ(fake_live_handles(), 0);
 			ASSERT_EQ(harness_count_fds(0), fds);
 			ASSERT_UEQ(b->used_bytes, 0);
 		}
 		ASSERT_EQ(fake.bad_releases, 0);
-		ASSERT_EQ(pool_resume_begin(p, b, ev), 1);
+		ASSERT_EQ(pool_resume(p, b, &ev, &nx), POOL_STEP_SEND);
 		ASSERT_EQ(pool_ack(p, A, ev, 0), 1);
-		ASSERT_OK(pool_resume_finish(p));
+		ASSERT_EQ(pool_advance(p, b, &ev, &nx), POOL_STEP_DONE);
 		ASSERT_EQ(p->state, POOL_ACTIVE);
 		ASSERT_EQ(fake_live_handles(), 3);
 		ASSERT_UEQ(p->chunks[2].offset, 4 * GRAN);
-		ev++;
 	}
 	pool_destroy(p, b);
 	ASSERT_EQ(fake_live_handles(), 0);
