@@ -52,16 +52,23 @@ typedef int (*rt_malloc_async_fn)(void **ptr, size_t size, void *stream);
 typedef int (*rt_free_async_fn)(void *ptr, void *stream);
 typedef int (*rt_get_device_fn)(int *dev);
 typedef int (*rt_is_capturing_fn)(void *stream, int *status);
+typedef int (*rt_device_sync_fn)(void);
+typedef int (*rt_stream_sync_fn)(void *stream);
+
+/* The names of one runtime's calls. */
+struct runtime_names {
+	const char *malloc_, *free_, *malloc_async, *free_async;
+	const char *malloc_async_ptsz, *free_async_ptsz;
+	const char *get_device, *is_capturing, *device_sync, *stream_sync;
+};
 
 /* One runtime's real entry points, looked up on first use. */
 struct runtime {
-	const char *name;             /* "cuda", "hip" */
-	const char *const *libs;      /* sonames to look in when RTLD_NEXT
-				       * finds nothing */
-	const char *env;              /* overrides libs: the soname or path */
-	const char *sym[10];          /* malloc, free, malloc_async,
-				       * free_async, get_device, is_capturing,
-				       * malloc_async_ptsz, free_async_ptsz */
+	const char *name;        /* "cuda", "hip" */
+	const char *const *libs; /* sonames to look in when RTLD_NEXT finds
+				  * nothing */
+	const char *env;         /* names the library instead of libs */
+	struct runtime_names sym;
 	pthread_once_t once;
 	rt_malloc_fn malloc_;
 	rt_free_fn free_;
@@ -69,6 +76,8 @@ struct runtime {
 	rt_free_async_fn free_async, free_async_ptsz;
 	rt_get_device_fn get_device;
 	rt_is_capturing_fn is_capturing;
+	rt_device_sync_fn device_sync;
+	rt_stream_sync_fn stream_sync;
 };
 
 static const char *const cuda_libs[] = { "libcudart.so.13", "libcudart.so.12",
@@ -81,9 +90,16 @@ static struct runtime rt_cuda = {
 	.name = "cuda",
 	.libs = cuda_libs,
 	.env = "VRAM_CUDART",
-	.sym = { "cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync",
-		 "cudaGetDevice", "cudaStreamIsCapturing",
-		 "cudaMallocAsync_ptsz", "cudaFreeAsync_ptsz" },
+	.sym = { .malloc_ = "cudaMalloc",
+		 .free_ = "cudaFree",
+		 .malloc_async = "cudaMallocAsync",
+		 .free_async = "cudaFreeAsync",
+		 .malloc_async_ptsz = "cudaMallocAsync_ptsz",
+		 .free_async_ptsz = "cudaFreeAsync_ptsz",
+		 .get_device = "cudaGetDevice",
+		 .is_capturing = "cudaStreamIsCapturing",
+		 .device_sync = "cudaDeviceSynchronize",
+		 .stream_sync = "cudaStreamSynchronize" },
 	.once = PTHREAD_ONCE_INIT,
 };
 
@@ -91,8 +107,14 @@ static struct runtime rt_hip = {
 	.name = "hip",
 	.libs = hip_libs,
 	.env = "VRAM_HIPRT",
-	.sym = { "hipMalloc", "hipFree", "hipMallocAsync", "hipFreeAsync",
-		 "hipGetDevice", "hipStreamIsCapturing", NULL, NULL },
+	.sym = { .malloc_ = "hipMalloc",
+		 .free_ = "hipFree",
+		 .malloc_async = "hipMallocAsync",
+		 .free_async = "hipFreeAsync",
+		 .get_device = "hipGetDevice",
+		 .is_capturing = "hipStreamIsCapturing",
+		 .device_sync = "hipDeviceSynchronize",
+		 .stream_sync = "hipStreamSynchronize" },
 	.once = PTHREAD_ONCE_INIT,
 };
 
@@ -186,30 +208,38 @@ static void *rt_lookup(void *lib, const char *name, void *self)
 
 static void rt_load(struct runtime *rt, void *self_malloc)
 {
-	void *lib = NULL;
+	const struct runtime_names *n = &rt->sym;
 	const char *want = getenv(rt->env);
+	void *lib = NULL;
 
 	/* RTLD_NEXT finds a runtime in the global scope (linked by the
 	 * program, or loaded with RTLD_GLOBAL as torch does). One loaded
 	 * into a local scope is found by name; none is ever loaded here. */
 	if (!want || !*want) {
-		if (!dlsym(RTLD_NEXT, rt->sym[0])) {
+		if (!dlsym(RTLD_NEXT, n->malloc_)) {
 			for (const char *const *l = rt->libs; *l && !lib; l++)
 				lib = dlopen(*l, RTLD_LAZY | RTLD_NOLOAD);
 		}
 	} else {
 		lib = dlopen(want, RTLD_LAZY | RTLD_NOLOAD);
 	}
-	rt->malloc_ = (rt_malloc_fn)rt_lookup(lib, rt->sym[0], self_malloc);
-	rt->free_ = (rt_free_fn)rt_lookup(lib, rt->sym[1], NULL);
-	rt->malloc_async = (rt_malloc_async_fn)rt_lookup(lib, rt->sym[2], NULL);
-	rt->free_async = (rt_free_async_fn)rt_lookup(lib, rt->sym[3], NULL);
-	rt->get_device = (rt_get_device_fn)rt_lookup(lib, rt->sym[4], NULL);
-	rt->is_capturing = (rt_is_capturing_fn)rt_lookup(lib, rt->sym[5], NULL);
-	rt->malloc_async_ptsz =
-		(rt_malloc_async_fn)rt_lookup(lib, rt->sym[6], NULL);
-	rt->free_async_ptsz = (rt_free_async_fn)rt_lookup(lib, rt->sym[7], NULL);
 	/* The handle of a NOLOAD open is kept: the library stays loaded. */
+	rt->malloc_ = (rt_malloc_fn)rt_lookup(lib, n->malloc_, self_malloc);
+	rt->free_ = (rt_free_fn)rt_lookup(lib, n->free_, NULL);
+	rt->malloc_async =
+		(rt_malloc_async_fn)rt_lookup(lib, n->malloc_async, NULL);
+	rt->free_async = (rt_free_async_fn)rt_lookup(lib, n->free_async, NULL);
+	rt->malloc_async_ptsz =
+		(rt_malloc_async_fn)rt_lookup(lib, n->malloc_async_ptsz, NULL);
+	rt->free_async_ptsz =
+		(rt_free_async_fn)rt_lookup(lib, n->free_async_ptsz, NULL);
+	rt->get_device = (rt_get_device_fn)rt_lookup(lib, n->get_device, NULL);
+	rt->is_capturing =
+		(rt_is_capturing_fn)rt_lookup(lib, n->is_capturing, NULL);
+	rt->device_sync =
+		(rt_device_sync_fn)rt_lookup(lib, n->device_sync, NULL);
+	rt->stream_sync =
+		(rt_stream_sync_fn)rt_lookup(lib, n->stream_sync, NULL);
 }
 
 /* The calls this library defines in place of the runtimes'. */
@@ -451,6 +481,14 @@ static int preload_free(struct runtime *rt, void *ptr, void *stream,
 			return RT_SUCCESS;
 		}
 		ptr_table_take(&preload_ptrs, (uintptr_t)ptr, &e, 1);
+		/* The sub-allocator may hand these bytes out again at once:
+		 * wait first for the work that may still use them, as the
+		 * runtime's free does (cudaFree waits for the device,
+		 * cudaFreeAsync orders the free after the stream's work). */
+		if (!async && rt->device_sync)
+			rt->device_sync();
+		else if (async && rt->stream_sync)
+			rt->stream_sync(stream);
 		in_preload = 1;
 		vram_torch_free(ptr, (ssize_t)e.size, e.dev, stream);
 		in_preload = 0;

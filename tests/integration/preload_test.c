@@ -116,7 +116,8 @@ static uintptr_t child_malloc(struct child *c, const char *how, size_t size)
 }
 
 struct fake_counts {
-	int live, mallocs, frees, bad_frees, null_frees;
+	int live, mallocs, frees, bad_frees, null_frees, device_syncs,
+		stream_syncs;
 };
 
 static struct fake_counts child_fake(struct child *c)
@@ -124,9 +125,10 @@ static struct fake_counts child_fake(struct child *c)
 	struct fake_counts f;
 	const char *l = child_cmd(c, "fake");
 
-	ASSERT_EQ(sscanf(l, "fake %d %d %d %d %d", &f.live, &f.mallocs,
-			 &f.frees, &f.bad_frees, &f.null_frees),
-		  5);
+	ASSERT_EQ(sscanf(l, "fake %d %d %d %d %d %d %d", &f.live, &f.mallocs,
+			 &f.frees, &f.bad_frees, &f.null_frees,
+			 &f.device_syncs, &f.stream_syncs),
+		  7);
 	return f;
 }
 
@@ -241,8 +243,16 @@ TEST(whole_process_puts_cudamalloc_in_a_pool)
 	ASSERT_EQ(found, 1);
 	vram_pool_info_free(pi, n);
 
+	/* A free waits for the work that may use the memory, as the
+	 * runtime's does: the device for cudaFree, the stream for
+	 * cudaFreeAsync. */
+	f = child_fake(&c);
 	ASSERT_EQ(child_rc(&c, "free 0x%lx", (unsigned long)a), 0);
+	struct fake_counts f2 = child_fake(&c);
+	ASSERT_EQ(f2.device_syncs, f.device_syncs + 1);
 	ASSERT_EQ(child_rc(&c, "free_async 0x%lx", (unsigned long)b), 0);
+	f = child_fake(&c);
+	ASSERT_EQ(f.stream_syncs, f2.stream_syncs + 1);
 	ASSERT_EQ(child_rc(&c, "free 0x%lx", (unsigned long)d1), 0);
 	ASSERT_EQ(child_rc(&c, "owns 0x%lx", (unsigned long)a), 0);
 	/* cudaFree(NULL) initialises a context: the runtime's. */
@@ -512,4 +522,34 @@ TEST(no_daemon_refuses_rather_than_allocates_outside)
 	ASSERT_EQ(child_rc(&c, "free 0x%lx", (unsigned long)o), 0);
 	ASSERT_EQ(child_fake(&c).frees, 1);
 	child_quit(&c);
+}
+
+/* HIP's calls go the same way as CUDA's. */
+TEST(hip_calls_are_captured_too)
+{
+	start_daemon();
+	vram_client *vc = integ_connect("preload-test");
+	const char *const env[] = { "VRAM_CAPTURE=1", NULL };
+	struct child c;
+	size_t n;
+
+	child_start(&c, env);
+	uintptr_t a = child_malloc(&c, "hip_malloc", MiB);
+	ASSERT_EQ(child_rc(&c, "owns 0x%lx", (unsigned long)a), 1);
+	ASSERT_EQ(child_fake(&c).mallocs, 0);
+	struct vram_pool_info *pi = child_pools(vc, &c, &n);
+	ASSERT_EQ(n, 1);
+	vram_pool_info_free(pi, n);
+	ASSERT_EQ(child_rc(&c, "disable"), 0);
+	uintptr_t o = child_malloc(&c, "hip_malloc", MiB);
+	ASSERT_EQ(child_rc(&c, "disable_exit"), 0);
+	ASSERT_EQ(child_rc(&c, "hip_free 0x%lx", (unsigned long)a), 0);
+	ASSERT_EQ(child_rc(&c, "hip_free 0x%lx", (unsigned long)o), 0);
+	struct fake_counts f = child_fake(&c);
+	ASSERT_EQ(f.mallocs, 1);
+	ASSERT_EQ(f.frees, 1);
+	ASSERT_EQ(f.bad_frees, 0);
+	child_quit(&c);
+	vram_client_close(vc);
+	integ_stop();
 }

@@ -3,15 +3,17 @@
  * fake runtime (tests/unit/cudart_fake), driven line by line on stdin. It
  * answers each command with one line on stdout:
  *
- *   malloc SIZE | malloc_async SIZE     -> "ptr 0xADDR" or "err CODE"
- *   free PTR | free_async PTR           -> "rc CODE"
+ *   malloc SIZE | malloc_async SIZE | hip_malloc SIZE
+ *                                       -> "ptr 0xADDR" or "err CODE"
+ *   free PTR | free_async PTR | hip_free PTR -> "rc CODE"
  *   fill PTR SIZE SEED | check PTR SIZE SEED -> "rc 0" (check: 0 same, 1 not)
  *   region TAG BACKUP | region_exit | disable | disable_exit -> "rc R"
  *   device N | capture 0|1              -> "rc R"
  *   owns PTR                            -> "rc 0|1"
  *   stats  -> "stats POOLS CAPTURED_BYTES CAPTURED_COUNT GRAPH_BYTES
  *              OUTSIDE_BYTES OUTSIDE_COUNT FAILED"
- *   fake   -> "fake LIVE MALLOCS FREES BAD_FREES NULL_FREES"
+ *   fake   -> "fake LIVE MALLOCS FREES BAD_FREES NULL_FREES DEVICE_SYNCS
+ *              STREAM_SYNCS"
  *   quit   -> exits 0 with whatever is still allocated
  *
  * The preload library's entry points are looked up with dlsym, as a
@@ -27,7 +29,8 @@
 #include "vram_preload.h"
 
 struct cudart_fake_counters {
-	int live, mallocs, frees, bad_frees, null_frees;
+	int live, mallocs, frees, bad_frees, null_frees, device_syncs,
+		stream_syncs;
 };
 
 int cudaMalloc(void **ptr, size_t size);
@@ -35,6 +38,8 @@ int cudaFree(void *ptr);
 int cudaMallocAsync(void **ptr, size_t size, void *stream);
 int cudaFreeAsync(void *ptr, void *stream);
 int cudaSetDevice(int dev);
+int hipMalloc(void **ptr, size_t size);
+int hipFree(void *ptr);
 void cudart_fake_counters(struct cudart_fake_counters *out);
 void cudart_fake_set_capturing(int on);
 
@@ -83,16 +88,23 @@ int main(void)
 		if (n < 1)
 			continue;
 		void *arg = (void *)(uintptr_t)strtoull(a1, NULL, 0);
-		if (!strcmp(cmd, "malloc") || !strcmp(cmd, "malloc_async")) {
+		if (!strcmp(cmd, "malloc") || !strcmp(cmd, "malloc_async") ||
+		    !strcmp(cmd, "hip_malloc")) {
 			size_t size = strtoull(a1, NULL, 0);
-			r = cmd[6] ? cudaMallocAsync(&p, size, NULL)
-				   : cudaMalloc(&p, size);
+			if (cmd[0] == 'h')
+				r = hipMalloc(&p, size);
+			else if (cmd[6])
+				r = cudaMallocAsync(&p, size, NULL);
+			else
+				r = cudaMalloc(&p, size);
 			if (r == 0)
 				printf("ptr %p\n", p);
 			else
 				printf("err %d\n", r);
 		} else if (!strcmp(cmd, "free")) {
 			printf("rc %d\n", cudaFree(arg));
+		} else if (!strcmp(cmd, "hip_free")) {
+			printf("rc %d\n", hipFree(arg));
 		} else if (!strcmp(cmd, "free_async")) {
 			printf("rc %d\n", cudaFreeAsync(arg, NULL));
 		} else if (!strcmp(cmd, "fill") || !strcmp(cmd, "check")) {
@@ -134,8 +146,9 @@ int main(void)
 		} else if (!strcmp(cmd, "fake")) {
 			struct cudart_fake_counters c;
 			cudart_fake_counters(&c);
-			printf("fake %d %d %d %d %d\n", c.live, c.mallocs,
-			       c.frees, c.bad_frees, c.null_frees);
+			printf("fake %d %d %d %d %d %d %d\n", c.live, c.mallocs,
+			       c.frees, c.bad_frees, c.null_frees,
+			       c.device_syncs, c.stream_syncs);
 		} else if (!strcmp(cmd, "quit")) {
 			return 0;
 		} else {

@@ -8,7 +8,8 @@
  * reached it and whether a free of a pointer it never made came its way
  * (cudaErrorInvalidValue and a count, where real CUDA fails as well).
  * cudaStreamIsCapturing answers what cudart_fake_set_capturing() said, to
- * play a CUDA graph capture. Built by the Makefile's preload section into
+ * play a CUDA graph capture. HIP's calls of the same names are the same
+ * functions (HIP's codes are CUDA's for these calls). Built by the Makefile's preload section into
  * build/tests/libcudart_fake.so; not part of any product.
  */
 #include <pthread.h>
@@ -27,6 +28,8 @@ struct cudart_fake_counters {
 	int frees;      /* cudaFree/cudaFreeAsync of a live pointer */
 	int bad_frees;  /* of a pointer the fake never made (or freed twice) */
 	int null_frees; /* cudaFree(NULL), the context's warm-up */
+	int device_syncs; /* cudaDeviceSynchronize */
+	int stream_syncs; /* cudaStreamSynchronize */
 };
 
 int cudaMalloc(void **ptr, size_t size);
@@ -37,6 +40,15 @@ int cudaGetDevice(int *dev);
 int cudaSetDevice(int dev);
 int cudaStreamIsCapturing(void *stream, int *status);
 int cudaDeviceSynchronize(void);
+int cudaStreamSynchronize(void *stream);
+int hipMalloc(void **ptr, size_t size);
+int hipFree(void *ptr);
+int hipMallocAsync(void **ptr, size_t size, void *stream);
+int hipFreeAsync(void *ptr, void *stream);
+int hipGetDevice(int *dev);
+int hipStreamIsCapturing(void *stream, int *status);
+int hipDeviceSynchronize(void);
+int hipStreamSynchronize(void *stream);
 void cudart_fake_counters(struct cudart_fake_counters *out);
 void cudart_fake_set_capturing(int on);
 
@@ -141,7 +153,58 @@ int cudaStreamIsCapturing(void *stream, int *status)
 
 int cudaDeviceSynchronize(void)
 {
+	pthread_mutex_lock(&lock);
+	counts.device_syncs++;
+	pthread_mutex_unlock(&lock);
 	return OK;
+}
+
+int cudaStreamSynchronize(void *stream)
+{
+	pthread_mutex_lock(&lock);
+	counts.stream_syncs++;
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
+int hipMalloc(void **ptr, size_t size)
+{
+	return cudaMalloc(ptr, size);
+}
+
+int hipFree(void *ptr)
+{
+	return cudaFree(ptr);
+}
+
+int hipMallocAsync(void **ptr, size_t size, void *stream)
+{
+	return cudaMallocAsync(ptr, size, stream);
+}
+
+int hipFreeAsync(void *ptr, void *stream)
+{
+	return cudaFreeAsync(ptr, stream);
+}
+
+int hipGetDevice(int *dev)
+{
+	return cudaGetDevice(dev);
+}
+
+int hipStreamIsCapturing(void *stream, int *status)
+{
+	return cudaStreamIsCapturing(stream, status);
+}
+
+int hipDeviceSynchronize(void)
+{
+	return cudaDeviceSynchronize();
+}
+
+int hipStreamSynchronize(void *stream)
+{
+	return cudaStreamSynchronize(stream);
 }
 
 void cudart_fake_counters(struct cudart_fake_counters *out)
