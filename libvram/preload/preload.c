@@ -64,10 +64,10 @@ struct runtime_names {
 
 /* One runtime's real entry points, looked up on first use. */
 struct runtime {
-	const char *name;        /* "cuda", "hip" */
+	const char *name;	 /* "cuda", "hip" */
 	const char *const *libs; /* sonames to look in when RTLD_NEXT finds
 				  * nothing */
-	const char *env;         /* names the library instead of libs */
+	const char *env;	 /* names the library instead of libs */
 	struct runtime_names sym;
 	pthread_once_t once;
 	rt_malloc_fn malloc_;
@@ -142,9 +142,9 @@ static struct {
 } cfg;
 
 static pthread_mutex_t preload_lock = PTHREAD_MUTEX_INITIALIZER;
-static vram_client *preload_client;  /* preload_lock */
+static vram_client *preload_client; /* preload_lock */
 static struct preload_pool preload_pools[PRELOAD_MAX_POOLS];
-static unsigned preload_n_pools;     /* preload_lock */
+static unsigned preload_n_pools; /* preload_lock */
 static struct ptr_table preload_ptrs;
 static atomic_uint_fast64_t preload_failed;
 static atomic_int preload_warned;
@@ -176,6 +176,25 @@ static void preload_atfork_child(void)
 	ptr_table_reset(&preload_ptrs);
 }
 
+/* PyTorch's expandable segments map memory with the driver's cuMem*
+ * calls, which no runtime call sees: in whole-process mode that memory
+ * would stay outside every pool, so say so once at start. */
+static void preload_check_torch_settings(void)
+{
+	const char *names[] = { "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+				"PYTORCH_HIP_ALLOC_CONF" };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const char *v = getenv(names[i]);
+		if (v && strcasestr(v, "expandable_segments:true"))
+			fprintf(stderr,
+				"vram-preload: %s has expandable_segments:True: "
+				"PyTorch then maps memory with the driver, "
+				"outside any vramd pool (docs/preload.md)\n",
+				names[i]);
+	}
+}
+
 __attribute__((constructor)) static void preload_init(void)
 {
 	const char *tag = getenv("VRAM_CAPTURE_TAG");
@@ -191,6 +210,8 @@ __attribute__((constructor)) static void preload_init(void)
 		cfg.reserve = strtoull(reserve, NULL, 0);
 	ptr_table_init(&preload_ptrs);
 	pthread_atfork(NULL, NULL, preload_atfork_child);
+	if (cfg.whole)
+		preload_check_torch_settings();
 }
 
 /* ---- the real runtimes -------------------------------------------------- */
@@ -362,8 +383,8 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 	}
 	r = preload_connect_locked();
 	if (r < 0) {
-		preload_refuse("cannot connect to vramd: %s (%s)",
-			       strerror(-r), vram_last_error());
+		preload_refuse("cannot connect to vramd: %s (%s)", strerror(-r),
+			       vram_last_error());
 		goto out;
 	}
 	snprintf(name, sizeof(name), "preload.%d.%s.%s.%d", (int)getpid(), tag,
@@ -420,8 +441,8 @@ static int preload_pool_alloc(struct runtime *rt, void **out, size_t size,
 	in_preload = 0;
 	if (!ptr)
 		return RT_OUT_OF_MEMORY;
-	if (ptr_table_add(&preload_ptrs, (uintptr_t)ptr, size, dev,
-			  PTR_POOL) < 0) {
+	if (ptr_table_add(&preload_ptrs, (uintptr_t)ptr, size, dev, PTR_POOL) <
+	    0) {
 		vram_torch_free(ptr, (ssize_t)size, dev, stream);
 		return preload_refuse("out of host memory for the table");
 	}
@@ -432,8 +453,8 @@ static int preload_pool_alloc(struct runtime *rt, void **out, size_t size,
 
 /* ---- the interposed calls ----------------------------------------------- */
 
-/* malloc and mallocAsync: a pool or the runtime. fn is the runtime's call
- * (sync when async_fn is NULL). */
+/* malloc and mallocAsync: a pool or the runtime, whose async_fn (NULL:
+ * its synchronous malloc) then makes the memory. */
 static int preload_malloc(struct runtime *rt, void **out, size_t size,
 			  void *stream, rt_malloc_async_fn async_fn)
 {
@@ -460,8 +481,8 @@ static int preload_malloc(struct runtime *rt, void **out, size_t size,
 }
 
 /* free and freeAsync: to whoever made ptr. */
-static int preload_free(struct runtime *rt, void *ptr, void *stream,
-			int async, rt_free_async_fn async_fn)
+static int preload_free(struct runtime *rt, void *ptr, void *stream, int async,
+			rt_free_async_fn async_fn)
 {
 	struct ptr_entry e;
 	int status = 0;

@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 enum ptr_kind {
-	PTR_POOL = 1,    /* in a vramd pool: vram_torch_free */
-	PTR_GRAPH = 2,   /* in a vramd pool, freed during a capture: kept */
+	PTR_POOL = 1,	 /* in a vramd pool: vram_torch_free */
+	PTR_GRAPH = 2,	 /* in a vramd pool, freed during a capture: kept */
 	PTR_OUTSIDE = 3, /* the real runtime's, made by a call we saw */
 };
 
@@ -46,8 +46,7 @@ int ptr_table_take(struct ptr_table *t, uintptr_t ptr, struct ptr_entry *out,
 		   int remove);
 
 /* Changes a live entry's kind: 1 done, 0 no such entry. */
-int ptr_table_set_kind(struct ptr_table *t, uintptr_t ptr,
-		       enum ptr_kind kind);
+int ptr_table_set_kind(struct ptr_table *t, uintptr_t ptr, enum ptr_kind kind);
 
 /* Live bytes and entries of a kind. */
 void ptr_table_sum(struct ptr_table *t, enum ptr_kind kind, uint64_t *bytes,

@@ -67,15 +67,15 @@ int vram_preload_owns(const void *ptr);
  * the fields it knows. */
 struct vram_preload_stats {
 	uint32_t size;
-	uint32_t pools;           /* vramd pools the library made */
-	uint64_t captured_bytes;  /* live allocations in vramd pools */
+	uint32_t pools;		 /* vramd pools the library made */
+	uint64_t captured_bytes; /* live allocations in vramd pools */
 	uint64_t captured_count;
-	uint64_t graph_bytes;     /* of which freed during a stream capture
+	uint64_t graph_bytes;	/* of which freed during a stream capture
 				   * and kept for the graph (docs/preload.md) */
-	uint64_t outside_bytes;   /* live allocations it passed to the
+	uint64_t outside_bytes; /* live allocations it passed to the
 				   * runtime (disable scopes, no mode) */
 	uint64_t outside_count;
-	uint64_t failed;          /* allocations refused (vramd full, paused,
+	uint64_t failed; /* allocations refused (vramd full, paused,
 				   * unreachable) since load */
 };
 

@@ -126,8 +126,8 @@ static struct fake_counts child_fake(struct child *c)
 	const char *l = child_cmd(c, "fake");
 
 	ASSERT_EQ(sscanf(l, "fake %d %d %d %d %d %d %d", &f.live, &f.mallocs,
-			 &f.frees, &f.bad_frees, &f.null_frees,
-			 &f.device_syncs, &f.stream_syncs),
+			 &f.frees, &f.bad_frees, &f.null_frees, &f.device_syncs,
+			 &f.stream_syncs),
 		  7);
 	return f;
 }
@@ -174,9 +174,12 @@ static struct vram_pool_info *child_pools(vram_client *vc, struct child *c,
 
 static void start_daemon(void)
 {
-	const char *const extra[] = { "--host-capacity", "256M",
-				      "--host-devices",  "2",
-				      "--ack-timeout-ms", "3000",
+	const char *const extra[] = { "--host-capacity",
+				      "256M",
+				      "--host-devices",
+				      "2",
+				      "--ack-timeout-ms",
+				      "3000",
 				      NULL };
 	int r = harness_daemon_start(&integ_daemon, extra);
 	if (r < 0)
@@ -370,14 +373,12 @@ TEST(pause_with_cpu_backup_keeps_content)
 
 	child_start(&c, env);
 	uintptr_t a = child_malloc(&c, "malloc", 8 * MiB);
-	ASSERT_EQ(child_rc(&c, "fill 0x%lx %llu 11", (unsigned long)a,
-			   8 * MiB),
+	ASSERT_EQ(child_rc(&c, "fill 0x%lx %llu 11", (unsigned long)a, 8 * MiB),
 		  0);
 	ASSERT_EQ(child_rc(&c, "disable"), 0);
 	uintptr_t o = child_malloc(&c, "malloc", MiB);
 	ASSERT_EQ(child_rc(&c, "disable_exit"), 0);
-	ASSERT_EQ(child_rc(&c, "fill 0x%lx %llu 12", (unsigned long)o, MiB),
-		  0);
+	ASSERT_EQ(child_rc(&c, "fill 0x%lx %llu 12", (unsigned long)o, MiB), 0);
 	ASSERT_EQ(child_fake(&c).live, 1);
 
 	struct vram_pool_info *pi = child_pools(vc, &c, &n);
@@ -409,9 +410,9 @@ TEST(pause_with_cpu_backup_keeps_content)
 	ASSERT_OK(vram_resume(vc, &sel, 0, &rep));
 	ASSERT_EQ(rep.pools, 1);
 	ASSERT_UEQ(rep.bytes, bytes);
-	ASSERT_EQ(child_rc(&c, "check 0x%lx %llu 11", (unsigned long)a,
-			   8 * MiB),
-		  0);
+	ASSERT_EQ(
+		child_rc(&c, "check 0x%lx %llu 11", (unsigned long)a, 8 * MiB),
+		0);
 	ASSERT_EQ(child_rc(&c, "owns 0x%lx", (unsigned long)a), 1);
 
 	ASSERT_EQ(child_rc(&c, "free 0x%lx", (unsigned long)a), 0);
@@ -446,8 +447,12 @@ TEST(vramctl_pause_discard_and_exit_while_paused)
 	snprintf(pid, sizeof(pid), "%d", (int)c.pid);
 	const char *ctl = getenv("VRAMCTL_BIN");
 	const char *const pause_argv[] = { ctl ? ctl : "build/vramctl",
-					   "--socket", integ_daemon.socket,
-					   "pause", "--owner", pid, NULL };
+					   "--socket",
+					   integ_daemon.socket,
+					   "pause",
+					   "--owner",
+					   pid,
+					   NULL };
 	ASSERT_EQ(harness_run_capture(pause_argv, out, sizeof(out)), 0);
 	struct vram_pool_info *pi = child_pools(vc, &c, &n);
 	ASSERT_EQ(n, 1);
@@ -457,8 +462,12 @@ TEST(vramctl_pause_discard_and_exit_while_paused)
 	ASSERT_UEQ(integ_stats(vc).used_bytes, base.used_bytes);
 
 	const char *const resume_argv[] = { ctl ? ctl : "build/vramctl",
-					    "--socket", integ_daemon.socket,
-					    "resume", "--owner", pid, NULL };
+					    "--socket",
+					    integ_daemon.socket,
+					    "resume",
+					    "--owner",
+					    pid,
+					    NULL };
 	ASSERT_EQ(harness_run_capture(resume_argv, out, sizeof(out)), 0);
 	ASSERT_GT(integ_stats(vc).used_bytes, base.used_bytes);
 	ASSERT_EQ(child_rc(&c, "fill 0x%lx %llu 6", (unsigned long)a, 2 * MiB),

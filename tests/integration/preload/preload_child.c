@@ -108,13 +108,13 @@ int main(void)
 		} else if (!strcmp(cmd, "free_async")) {
 			printf("rc %d\n", cudaFreeAsync(arg, NULL));
 		} else if (!strcmp(cmd, "fill") || !strcmp(cmd, "check")) {
-			printf("rc %d\n", pattern(arg, a2, (uint32_t)a3,
-						  cmd[0] == 'c'));
+			printf("rc %d\n",
+			       pattern(arg, a2, (uint32_t)a3, cmd[0] == 'c'));
 		} else if (!strcmp(cmd, "region")) {
-			int (*fn)(const char *, int) = (int (*)(
-				const char *, int))sym("vram_preload_region_enter");
-			printf("rc %d\n", fn ? fn(a1, (int)a2)
-					     : -ENOSYS);
+			int (*fn)(const char *, int) =
+				(int (*)(const char *, int))sym(
+					"vram_preload_region_enter");
+			printf("rc %d\n", fn ? fn(a1, (int)a2) : -ENOSYS);
 		} else if (!strcmp(cmd, "region_exit")) {
 			printf("rc %d\n", call0("vram_preload_region_exit"));
 		} else if (!strcmp(cmd, "disable")) {

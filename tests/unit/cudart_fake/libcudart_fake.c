@@ -23,10 +23,10 @@
 
 /* The counters a test reads (cudart_fake_counters). */
 struct cudart_fake_counters {
-	int live;       /* allocations not freed yet */
-	int mallocs;    /* cudaMalloc and cudaMallocAsync that succeeded */
-	int frees;      /* cudaFree/cudaFreeAsync of a live pointer */
-	int bad_frees;  /* of a pointer the fake never made (or freed twice) */
+	int live;	/* allocations not freed yet */
+	int mallocs;	/* cudaMalloc and cudaMallocAsync that succeeded */
+	int frees;	/* cudaFree/cudaFreeAsync of a live pointer */
+	int bad_frees;	/* of a pointer the fake never made (or freed twice) */
 	int null_frees; /* cudaFree(NULL), the context's warm-up */
 	int device_syncs; /* cudaDeviceSynchronize */
 	int stream_syncs; /* cudaStreamSynchronize */
