@@ -51,7 +51,11 @@ static void child_start(struct child *c, const char *const env[])
 		setenv("LD_PRELOAD", lib, 1);
 		/* Under ASan the preloaded library comes before the
 		 * sanitizer's runtime, which is fine here. */
-		setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+		char asan[512];
+		const char *old = getenv("ASAN_OPTIONS");
+		snprintf(asan, sizeof(asan), "%s%sverify_asan_link_order=0",
+			 old ? old : "", old && *old ? ":" : "");
+		setenv("ASAN_OPTIONS", asan, 1);
 		for (const char *const *e = env; e && *e; e++)
 			putenv((char *)*e);
 		execl(prog, prog, (char *)NULL);
@@ -235,6 +239,9 @@ TEST(whole_process_puts_cudamalloc_in_a_pool)
 	ASSERT_UEQ(s.captured, 4 * MiB);
 	ASSERT_EQ(s.n_outside, 0);
 
+	/* A forked child starts a session and a pool of its own. */
+	ASSERT_EQ(child_rc(&c, "fork_malloc %llu", MiB), 0);
+
 	/* Another device: another pool. */
 	ASSERT_EQ(child_rc(&c, "device 1"), 0);
 	uintptr_t d1 = child_malloc(&c, "malloc", MiB);
@@ -297,6 +304,11 @@ TEST(regions_and_disable_scopes)
 	ASSERT_EQ(n, 0);
 	vram_pool_info_free(pi, n);
 
+	ASSERT_EQ(child_rc(&c, "region "
+			       "a_tag_longer_than_vramd_takes_"
+			       "0123456789012345678901234567890123 1"),
+		  -EINVAL);
+	ASSERT_EQ(child_rc(&c, "region_exit"), -EINVAL);
 	ASSERT_EQ(child_rc(&c, "region weights 1"), 0);
 	uintptr_t w = child_malloc(&c, "malloc", 2 * MiB);
 	ASSERT_EQ(child_rc(&c, "disable"), 0);

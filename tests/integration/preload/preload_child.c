@@ -10,6 +10,8 @@
  *   region TAG BACKUP | region_exit | disable | disable_exit -> "rc R"
  *   device N | capture 0|1              -> "rc R"
  *   owns PTR                            -> "rc 0|1"
+ *   fork_malloc SIZE  -> "rc STATUS": a forked child's cudaMalloc is in a
+ *              pool of its own (status 0), 1 if not, 2 if it failed
  *   stats  -> "stats POOLS CAPTURED_BYTES CAPTURED_COUNT GRAPH_BYTES
  *              OUTSIDE_BYTES OUTSIDE_COUNT FAILED"
  *   fake   -> "fake LIVE MALLOCS FREES BAD_FREES NULL_FREES DEVICE_SYNCS
@@ -25,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "vram_preload.h"
 
@@ -63,6 +67,39 @@ static int pattern(uint32_t *w, size_t len, uint32_t seed, int check)
 			return 1;
 	}
 	return 0;
+}
+
+/* In a forked child: allocates size bytes and checks that the memory is
+ * the library's, in the one pool the child made (the parent's session is
+ * not the child's). The child's exit status is the answer. */
+static int fork_malloc(size_t size)
+{
+	int (*owns)(const void *) =
+		(int (*)(const void *))sym("vram_preload_owns");
+	int (*stats)(struct vram_preload_stats *) =
+		(int (*)(struct vram_preload_stats *))sym("vram_preload_stats");
+	struct vram_preload_stats st = { .size = sizeof(st) };
+	int status;
+	void *p = NULL;
+	pid_t pid;
+
+	if (!owns || !stats)
+		return -ENOSYS;
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		if (cudaMalloc(&p, size) != 0)
+			_exit(2);
+		if (!owns(p) || stats(&st) < 0 || st.pools != 1 ||
+		    st.captured_count != 1)
+			_exit(1);
+		_exit(cudaFree(p) == 0 ? 0 : 1);
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		return -errno;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
 static int call0(const char *name)
@@ -130,6 +167,8 @@ int main(void)
 			int (*fn)(const void *) =
 				(int (*)(const void *))sym("vram_preload_owns");
 			printf("rc %d\n", fn ? fn(arg) : -ENOSYS);
+		} else if (!strcmp(cmd, "fork_malloc")) {
+			printf("rc %d\n", fork_malloc(strtoull(a1, NULL, 0)));
 		} else if (!strcmp(cmd, "stats")) {
 			int (*fn)(struct vram_preload_stats *) =
 				(int (*)(struct vram_preload_stats *))sym(
