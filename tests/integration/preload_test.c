@@ -387,6 +387,7 @@ TEST(pause_with_cpu_backup_keeps_content)
 	uintptr_t a = child_malloc(&c, "malloc", 8 * MiB);
 	ASSERT_EQ(child_rc(&c, "fill 0x%lx %llu 11", (unsigned long)a, 8 * MiB),
 		  0);
+	uintptr_t cached = child_malloc(&c, "malloc", MiB);
 	ASSERT_EQ(child_rc(&c, "disable"), 0);
 	uintptr_t o = child_malloc(&c, "malloc", MiB);
 	ASSERT_EQ(child_rc(&c, "disable_exit"), 0);
@@ -418,6 +419,11 @@ TEST(pause_with_cpu_backup_keeps_content)
 		  0);
 	ASSERT(strncmp(child_cmd(&c, "malloc %llu", MiB), "err 2", 5) == 0);
 	ASSERT_GE(child_stats(&c).failed, 1);
+	/* Engines empty PyTorch's cache after a pause: cudaFree of paused
+	 * memory works. */
+	ASSERT_EQ(child_rc(&c, "free 0x%lx", (unsigned long)cached), 0);
+	ASSERT_EQ(child_rc(&c, "owns 0x%lx", (unsigned long)cached), 0);
+	ASSERT_EQ(child_fake(&c).bad_frees, 0);
 
 	ASSERT_OK(vram_resume(vc, &sel, 0, &rep));
 	ASSERT_EQ(rep.pools, 1);
