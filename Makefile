@@ -235,3 +235,50 @@ install: all
 
 clean:
 	rm -rf build build-asan
+
+# ---- libvram-preload.so: whole-process capture (docs/preload.md) ----------
+# A product of its own over libvram's public API: compiled with the public
+# header only, exporting just the runtime calls it replaces and its
+# vram_preload_* entry points. Tested by tests/integration/preload_test.c
+# through a program linked against a fake CUDA runtime.
+PRELOAD := $(BUILD)/libvram-preload.so
+PRELOAD_SRC := $(wildcard libvram/preload/*.c)
+PRELOAD_OBJ := $(call obj,$(PRELOAD_SRC))
+PRELOAD_INC := $(PUBLIC_INC) -Ilibvram/preload
+CUDART_FAKE := $(BUILD)/tests/libcudart_fake.so
+PRELOAD_CHILD := $(BUILD)/tests/preload/preload_child
+
+all: $(PRELOAD)
+
+$(BUILD)/obj/libvram/preload/%.o: libvram/preload/%.c | $(DEPS_STAMP)
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D) && $(CC) $(BASE_CFLAGS) -fvisibility=hidden \
+		$(PRELOAD_INC) -MMD -MP -c -o $@ $<
+
+$(PRELOAD): $(PRELOAD_OBJ) $(LIBVRAM)
+	$(call msg,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,libvram-preload.so \
+		-Wl,-z,defs -o $@ $(PRELOAD_OBJ) $(PUBLIC_LINK) -ldl -lpthread
+
+$(CUDART_FAKE): tests/unit/cudart_fake/libcudart_fake.c
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(BASE_CFLAGS) -shared \
+		-Wl,-soname,libcudart_fake.so -o $@ $< -lpthread
+
+$(BUILD)/obj/tests/integration/preload/%.o: tests/integration/preload/%.c | $(DEPS_STAMP)
+	$(call msg,CC,$<)
+	$(Q)mkdir -p $(@D) && $(CC) $(BASE_CFLAGS) $(PRELOAD_INC) \
+		-MMD -MP -c -o $@ $<
+
+$(PRELOAD_CHILD): $(BUILD)/obj/tests/integration/preload/preload_child.o $(CUDART_FAKE)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $< \
+		-L$(BUILD)/tests -lcudart_fake -Wl,-rpath,'$$ORIGIN/..' -ldl
+
+test: $(PRELOAD) $(PRELOAD_CHILD)
+install: install-preload
+.PHONY: install-preload
+install-preload: $(PRELOAD)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 libvram/preload/vram_preload.h $(DESTDIR)$(PREFIX)/include/

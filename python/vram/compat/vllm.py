@@ -33,6 +33,8 @@ import os
 import sys
 from typing import Optional, Union
 
+from vram import VramError
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["CuMemAllocator", "install", "register"]
@@ -120,11 +122,19 @@ class CuMemAllocator:
 
     def wake_up(self, tags: Optional[list] = None) -> None:
         """Brings back tags (None: all) at the same addresses, restoring
-        backups. Raises vram.VramError (ENOMEM) if the device lacks the
-        memory; nothing is lost and the call can be retried."""
+        backups. Raises RuntimeError, as vLLM's does when its allocator
+        cannot map memory, if the device lacks the memory (or vramd fails
+        otherwise): the message is vramd's, the vram.VramError with its
+        errno is the exception's __cause__. A tag that could not wake stays
+        asleep with its backup, tags woken before it stay awake, and the
+        call can be retried."""
         vt = _vt_if_used()
-        if vt is not None:
+        if vt is None:
+            return
+        try:
             vt.resume(tags)
+        except VramError as e:
+            raise RuntimeError(str(e)) from e
 
     def get_current_usage(self) -> int:
         """Bytes in this process's vramd pools (paused ones included)."""
