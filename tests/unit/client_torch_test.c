@@ -66,18 +66,26 @@ static void daemon_stop(void)
 			  harness_daemon_log(&torch_daemon));
 }
 
-static vram_pool *pool_on(vram_client *c, const char *name, unsigned device,
-			  const char *uuid)
+/* A discard pool on the daemon's device (by uuid unless NULL). */
+static int pool_try(vram_client *c, const char *name, unsigned device,
+		    const char *uuid, vram_pool **p)
 {
 	struct vram_pool_options o = { 0 };
-	vram_pool *p = NULL;
 
 	o.name = name;
 	o.policy = VRAM_POLICY_DISCARD;
 	o.device = device;
 	o.device_uuid = uuid;
 	o.reserve_bytes = 256 * MiB;
-	int r = vram_pool_create(c, &o, &p);
+	return vram_pool_create(c, &o, p);
+}
+
+static vram_pool *pool_on(vram_client *c, const char *name, unsigned device,
+			  const char *uuid)
+{
+	vram_pool *p = NULL;
+	int r = pool_try(c, name, device, uuid, &p);
+
 	if (r < 0)
 		TEST_FAIL("vram_pool_create %s: %s (%s)", name, strerror(-r),
 			  vram_last_error());
@@ -134,13 +142,8 @@ TEST(another_device_fails_clearly)
 	vram_pool_close(p);
 
 	/* The daemon's device 0 is not visible here at all. */
-	struct vram_pool_options o = { 0 };
 	vram_pool *hidden = NULL;
-	o.name = "torch.hidden";
-	o.policy = VRAM_POLICY_DISCARD;
-	o.device = 0;
-	o.reserve_bytes = 256 * MiB;
-	ASSERT_EQ(vram_pool_create(c, &o, &hidden), -ENODEV);
+	ASSERT_EQ(pool_try(c, "torch.hidden", 0, NULL, &hidden), -ENODEV);
 	ASSERT(strstr(vram_last_error(), "torch.hidden") != NULL);
 	vram_client_close(c);
 	daemon_stop();
