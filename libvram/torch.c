@@ -12,21 +12,25 @@
  * Live pools' ranges never overlap, so registering a pool drops any stale
  * entry (of a closed pool) that overlaps its range.
  *
- * CUDA: libvram's CUDA half pushes the device's primary context around
- * every driver call it makes, so malloc needs no context of its own. Two
- * things are done here for the cuda backend only, with driver entry points
- * looked up in the libcuda.so.1 that the process has already loaded
- * (PyTorch's; never loaded from here):
+ * Devices: PyTorch names a device by this process's ordinal, the pool by
+ * the daemon's index; the two differ in a worker started with its own
+ * CUDA_VISIBLE_DEVICES. The backend's client half (the vmm) is the one
+ * place that translates (vmm_local_device()); vram.torch creates each pool
+ * on the device's UUID, so it is the right GPU to begin with.
+ *
+ * The driver: every call goes through the vmm, which makes the device's
+ * primary context current around it, so malloc needs no context of its
+ * own. Two of its optional operations serve PyTorch (the cuda backend has
+ * them; the others do without):
  * - Growing a pool maps memory. During a CUDA graph capture in the default
  *   "global" mode that is a prohibited call on the capturing thread, so
  *   malloc runs in the relaxed capture mode, as PyTorch does for its own
- *   cudaMalloc.
+ *   cudaMalloc (vmm_capture_relax()).
  * - free hands the bytes back to the sub-allocator, which may give them to
  *   the next allocation at once, maybe used on another stream. cudaFree
- *   waits for the device; free waits for the allocation's stream (never
- *   while that stream captures a graph).
+ *   waits for the device; free waits for the allocation's stream, never
+ *   while that stream captures a graph (vmm_stream_wait()).
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -37,163 +41,48 @@
 #include <sys/types.h>
 
 #include "client.h"
-#include "cuda_driver.h"
 #include "log.h"
+#include "vmm.h"
 
 #define TORCH_STACK_MAX 64
-#define TORCH_MAX_DEVICES VRAM_MAX_DEVICES
-
-/* CUstreamCaptureMode and CUstreamCaptureStatus values from cuda.h. */
-#define TORCH_CAPTURE_MODE_RELAXED 2
-#define TORCH_CAPTURE_STATUS_NONE 0
 
 /* One registered pool: its handle and the range free() looks up. */
 struct torch_range {
 	vram_pool *pool;
 	uintptr_t base, end;
-	unsigned dev;
-	bool cuda;
-};
-
-/* Driver entry points this file uses, from the loaded libcuda. */
-struct torch_cuda {
-	bool loaded;
-	CUresult (*ctx_get_current)(CUcontext *ctx);
-	CUresult (*ctx_push)(CUcontext ctx);
-	CUresult (*ctx_pop)(CUcontext *ctx);
-	CUresult (*device_get)(CUdevice *dev, int ordinal);
-	CUresult (*primary_retain)(CUcontext *ctx, CUdevice dev);
-	CUresult (*stream_sync)(CUstream s);
-	CUresult (*stream_is_capturing)(CUstream s, int *status);
-	CUresult (*exchange_capture_mode)(int *mode);
-	CUcontext primary[TORCH_MAX_DEVICES];
 };
 
 static pthread_mutex_t torch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct torch_range *torch_ranges; /* torch_lock */
 static size_t torch_n_ranges, torch_cap_ranges;
-static vram_pool *torch_default;   /* torch_lock */
-static struct torch_cuda torch_cu; /* torch_lock for loading */
+static vram_pool *torch_default; /* torch_lock */
 
 static __thread vram_pool *torch_stack[TORCH_STACK_MAX];
 static __thread unsigned torch_depth;
 static __thread char torch_errmsg[ERROR_MSG_MAX];
 
-/* ---- the driver, if the process has it ------------------------------------ */
+/* ---- the pool's vmm ----------------------------------------------------- */
 
-/* Looks the entry points up in an already loaded libcuda (lock held).
- * Tried again on later calls while it is not there. */
-static void torch_cuda_load_locked(void)
+/* The vmm and daemon device of an open pool, for driver calls that may
+ * block (a stream's work): the pool is held open (its close, and its
+ * client's, wait for torch_pool_release()) but no lock is held. -EINVAL
+ * (message set) when p is closed. */
+static int torch_pool_hold(vram_pool *p, struct vmm **vmm, unsigned *dev)
 {
-	const char *path = getenv("VRAM_LIBCUDA");
-	void *lib;
+	int r = registry_pool_enter(p);
 
-	if (torch_cu.loaded)
-		return;
-	if (!path || !*path)
-		path = "libcuda.so.1";
-	lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-	if (!lib)
-		return;
-	/* The handle is kept: the library stays loaded for the process. */
-	torch_cu.ctx_get_current =
-		(CUresult(*)(CUcontext *))dlsym(lib, "cuCtxGetCurrent");
-	torch_cu.ctx_push =
-		(CUresult(*)(CUcontext))dlsym(lib, "cuCtxPushCurrent_v2");
-	torch_cu.ctx_pop =
-		(CUresult(*)(CUcontext *))dlsym(lib, "cuCtxPopCurrent_v2");
-	torch_cu.device_get =
-		(CUresult(*)(CUdevice *, int))dlsym(lib, "cuDeviceGet");
-	torch_cu.primary_retain = (CUresult(*)(CUcontext *, CUdevice))dlsym(
-		lib, "cuDevicePrimaryCtxRetain");
-	torch_cu.stream_sync =
-		(CUresult(*)(CUstream))dlsym(lib, "cuStreamSynchronize");
-	torch_cu.stream_is_capturing =
-		(CUresult(*)(CUstream, int *))dlsym(lib, "cuStreamIsCapturing");
-	torch_cu.exchange_capture_mode = (CUresult(*)(int *))dlsym(
-		lib, "cuThreadExchangeStreamCaptureMode");
-	torch_cu.loaded = true;
+	if (r < 0)
+		return r;
+	*vmm = p->client->vmm;
+	*dev = p->dev;
+	pthread_mutex_unlock(&p->client->lock);
+	return 0;
 }
 
-static struct torch_cuda *torch_cuda_get(void)
+static void torch_pool_release(vram_pool *p)
 {
-	pthread_mutex_lock(&torch_lock);
-	torch_cuda_load_locked();
-	pthread_mutex_unlock(&torch_lock);
-	return torch_cu.loaded ? &torch_cu : NULL;
-}
-
-/* Sets this thread's capture mode to relaxed; returns the old one to give
- * to torch_capture_restore(), or -1 when nothing was changed. */
-static int torch_capture_relax(struct torch_cuda *cu)
-{
-	int mode = TORCH_CAPTURE_MODE_RELAXED;
-
-	if (!cu || !cu->exchange_capture_mode ||
-	    cu->exchange_capture_mode(&mode) != CUDA_SUCCESS)
-		return -1;
-	return mode;
-}
-
-static void torch_capture_restore(struct torch_cuda *cu, int mode)
-{
-	if (mode >= 0)
-		cu->exchange_capture_mode(&mode);
-}
-
-/* Makes dev's primary context current if the thread has none; *pushed says
- * whether torch_ctx_leave() must pop it. The primary context is retained
- * once per device for the life of the process, as libvram's CUDA half and
- * the CUDA runtime do. */
-static int torch_ctx_enter(struct torch_cuda *cu, unsigned dev, bool *pushed)
-{
-	CUcontext cur = NULL;
-	CUdevice d;
-	int r = -ENODEV;
-
-	*pushed = false;
-	if (!cu->ctx_get_current || !cu->ctx_push || !cu->ctx_pop)
-		return -ENOSYS;
-	if (cu->ctx_get_current(&cur) == CUDA_SUCCESS && cur)
-		return 0;
-	if (dev >= TORCH_MAX_DEVICES || !cu->device_get || !cu->primary_retain)
-		return -ENODEV;
-	pthread_mutex_lock(&torch_lock);
-	if (!cu->primary[dev] && cu->device_get(&d, (int)dev) == CUDA_SUCCESS)
-		cu->primary_retain(&cu->primary[dev], d);
-	if (cu->primary[dev] &&
-	    cu->ctx_push(cu->primary[dev]) == CUDA_SUCCESS) {
-		*pushed = true;
-		r = 0;
-	}
-	pthread_mutex_unlock(&torch_lock);
-	return r;
-}
-
-static void torch_ctx_leave(struct torch_cuda *cu, bool pushed)
-{
-	CUcontext popped;
-
-	if (pushed)
-		cu->ctx_pop(&popped);
-}
-
-/* Waits for the work queued on stream, unless it captures a graph. */
-static void torch_stream_wait(unsigned dev, void *stream)
-{
-	struct torch_cuda *cu = torch_cuda_get();
-	int status = -1;
-	bool pushed;
-
-	if (!cu || !cu->stream_sync || !cu->stream_is_capturing)
-		return;
-	if (torch_ctx_enter(cu, dev, &pushed) < 0)
-		return;
-	if (cu->stream_is_capturing((CUstream)stream, &status) ==
-		    CUDA_SUCCESS &&
-	    status == TORCH_CAPTURE_STATUS_NONE)
-		cu->stream_sync((CUstream)stream);
-	torch_ctx_leave(cu, pushed);
+	pthread_mutex_lock(&p->client->lock);
+	registry_pool_leave(p);
 }
 
 /* ---- the pools' table ----------------------------------------------------- */
@@ -235,8 +124,6 @@ static int torch_range_add(vram_pool *p)
 		e.pool = p;
 		e.base = p->map.base;
 		e.end = p->map.base + p->map.reserve;
-		e.dev = p->dev;
-		e.cuda = strcmp(p->client->backend, "cuda") == 0;
 	}
 	registry_pool_leave(p);
 	if (r < 0)
@@ -374,13 +261,42 @@ static void *torch_fail(enum vram_log_level level, int err, const char *fmt,
 	return NULL;
 }
 
+/* Grows and allocates from p, on PyTorch's device (this process's
+ * ordinal; -1: any), which must be the pool's. With p held. */
+static void *torch_alloc(vram_pool *p, struct vmm *vmm, unsigned dev,
+			 ssize_t size, int device)
+{
+	void *ptr = NULL;
+	int local, mode, r;
+
+	local = vmm_local_device(vmm, dev);
+	if (local < 0)
+		return torch_fail(VRAM_LOG_ERROR, -local,
+				  "allocation of %zd bytes on device %d: %s",
+				  size, device, vram_last_error());
+	if (device >= 0 && device != local)
+		return torch_fail(VRAM_LOG_ERROR, ENODEV,
+				  "allocation on device %d from a pool of "
+				  "device %d here (the daemon's device %u)",
+				  device, local, dev);
+	mode = vmm_capture_relax(vmm);
+	r = vram_alloc(p, size > 0 ? (size_t)size : 1, &ptr);
+	vmm_capture_restore(vmm, mode);
+	if (r < 0)
+		return torch_fail(r == -ENOMEM ? VRAM_LOG_WARN : VRAM_LOG_ERROR,
+				  -r,
+				  "allocation of %zd bytes on device %d: %s",
+				  size, device, vram_last_error());
+	return ptr;
+}
+
 void *vram_torch_malloc(ssize_t size, int device, void *stream)
 {
 	struct torch_range e;
-	struct torch_cuda *cu = NULL;
+	struct vmm *vmm;
 	vram_pool *p;
-	void *ptr = NULL;
-	int mode, r;
+	unsigned dev;
+	void *ptr;
 
 	(void)stream; /* pool memory is not tied to a stream */
 	if (torch_depth > 0) {
@@ -402,28 +318,22 @@ void *vram_torch_malloc(ssize_t size, int device, void *stream)
 	if (!torch_range_of(p, &e))
 		return torch_fail(VRAM_LOG_ERROR, EINVAL,
 				  "the current pool is not registered");
-	if (device >= 0 && (unsigned)device != e.dev)
-		return torch_fail(VRAM_LOG_ERROR, ENODEV,
-				  "allocation on device %d from a pool of "
-				  "device %u",
-				  device, e.dev);
-	if (e.cuda)
-		cu = torch_cuda_get();
-	mode = torch_capture_relax(cu);
-	r = vram_alloc(p, size > 0 ? (size_t)size : 1, &ptr);
-	torch_capture_restore(cu, mode);
-	if (r < 0)
-		return torch_fail(r == -ENOMEM ? VRAM_LOG_WARN : VRAM_LOG_ERROR,
-				  -r,
+	if (torch_pool_hold(p, &vmm, &dev) < 0)
+		return torch_fail(VRAM_LOG_ERROR, EINVAL,
 				  "allocation of %zd bytes on device %d: %s",
 				  size, device, vram_last_error());
-	torch_errmsg[0] = '\0';
+	ptr = torch_alloc(p, vmm, dev, size, device);
+	torch_pool_release(p);
+	if (ptr)
+		torch_errmsg[0] = '\0';
 	return ptr;
 }
 
 void vram_torch_free(void *ptr, ssize_t size, int device, void *stream)
 {
 	struct torch_range e;
+	struct vmm *vmm;
+	unsigned dev;
 	int r;
 
 	if (!ptr)
@@ -435,11 +345,21 @@ void vram_torch_free(void *ptr, ssize_t size, int device, void *stream)
 			  ptr, size);
 		return;
 	}
-	if (e.cuda)
-		torch_stream_wait(e.dev, stream);
-	r = vram_free(e.pool, ptr);
 	/* A pool closed before torch let go of its memory (at exit, in any
-	 * order) has nothing left to free. */
+	 * order) has nothing left to free or wait for. */
+	if (torch_pool_hold(e.pool, &vmm, &dev) < 0) {
+		log_write(VRAM_LOG_DEBUG, "torch: free of %p on device %d: %s",
+			  ptr, device, vram_last_error());
+		return;
+	}
+	r = vmm_stream_wait(vmm, dev, stream);
+	if (r < 0)
+		log_write(VRAM_LOG_WARN,
+			  "torch: free of %p on device %d: waiting for its "
+			  "stream: %s",
+			  ptr, device, vram_last_error());
+	r = vram_free(e.pool, ptr);
+	torch_pool_release(e.pool);
 	if (r < 0)
 		log_write(r == -EINVAL ? VRAM_LOG_DEBUG : VRAM_LOG_WARN,
 			  "torch: free of %p on device %d: %s", ptr, device,

@@ -354,7 +354,8 @@ const char *vram_policy_name(enum vram_policy p);
  * calls use the device's primary context, PyTorch's.
  */
 
-/* PyTorch's malloc: size bytes on device (the pool's device; -1: any) for
+/* PyTorch's malloc: size bytes on device (the pool's device as this
+ * process numbers it, which may differ from the daemon's index; -1: any) for
  * stream (unused: pool memory is not tied to a stream). Returns the
  * pointer, owned by the pool until vram_torch_free, or NULL on failure:
  * no pool current, another device, the pool paused or full. The reason is

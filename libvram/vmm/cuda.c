@@ -10,11 +10,22 @@
  * use of a device, not when the library opens: a process that only pauses
  * others' pools (a controller, vramctl) never makes one.
  *
- * Copies: a span list is cut into pieces of at most copy_piece bytes,
- * issued round-robin on a few non-blocking streams made once per device,
- * then every stream is synchronized. Host memory (the mapped backup) is
- * registered with cuMemHostRegister by host_register() and stays registered
- * until host_unregister(), so no copy pays for pinning.
+ * Devices: the daemon names its devices by UUID and this process may see
+ * them renumbered or a subset of them (CUDA_VISIBLE_DEVICES): vc_lookup()
+ * finds each one here once, and local_device() tells the layers above
+ * (PyTorch's allocator) the ordinal it has here.
+ *
+ * Copies: copy.c plans them (pieces round-robin over a few streams per
+ * device); this file gives it the driver's three calls. Host memory (the
+ * mapped backup) is registered with cuMemHostRegister by host_register()
+ * and stays registered until host_unregister(), so no copy pays for
+ * pinning.
+ *
+ * Graph capture: PyTorch's allocator maps memory while a graph may be
+ * captured, and frees only after the allocation's stream is done. The two
+ * entry points that takes (cuThreadExchangeStreamCaptureMode,
+ * cuStreamIsCapturing) are looked up beside the others but are optional:
+ * without them capture_relax() is -ENOTSUP and stream_wait() waits always.
  *
  * Tuning (read when the first copy runs on a device):
  *   VRAM_CUDA_COPY_STREAMS   streams per device, 1-16 (default 4)
@@ -27,37 +38,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy.h"
 #include "cuda_driver.h"
-#include "env.h"
 #include "error.h"
 #include "host_regs.h"
 #include "log.h"
 #include "vmm.h"
 
-#define VMM_CUDA_MAX_DEVICES 16
-#define COPY_MAX_STREAMS 16
-#define COPY_DEFAULT_STREAMS 4
-#define COPY_DEFAULT_PIECE (64ull << 20)
+#define VMM_CUDA_MAX_DEVICES VMM_MAX_DEVICES
 
+/* cuda.h's CUstreamCaptureMode and CUstreamCaptureStatus values used. */
+#define CU_STREAM_CAPTURE_MODE_RELAXED 2
+#define CU_STREAM_CAPTURE_STATUS_NONE 0
+
+/* One of the daemon's devices, by the daemon's index. */
 struct cuda_dev {
+	int found;    /* ordinal and dev valid */
 	int retained; /* primary context retained; ctx valid */
+	int ordinal;  /* this process's index of it */
 	CUdevice dev;
 	CUcontext ctx;
-	unsigned n_streams; /* copy streams made so far */
-	CUstream streams[COPY_MAX_STREAMS];
 };
 
 struct vmm_cuda {
 	struct vmm base;
 	struct cuda_driver cu;
+	/* Optional entry points (NULL in drivers or fakes without them). */
+	CUresult (*exchange_capture_mode)(int *mode);
+	CUresult (*stream_is_capturing)(CUstream s, int *status);
 	pthread_mutex_t lock; /* inited, devs' setup */
 	int inited; /* 1: cuInit done; < 0: it failed with that errno */
 	int n_devices;
 	struct cuda_dev devs[VMM_CUDA_MAX_DEVICES];
 	struct host_regs regs;
-	int warned_readonly; /* the read-only fallback was logged */
-	unsigned copy_streams;
-	uint64_t copy_piece;
+	struct vmm_copy copy;
 };
 
 static struct vmm_cuda *vc_of(struct vmm *v)
@@ -74,18 +88,20 @@ static int vc_err(const struct vmm_cuda *vc, const char *what, CUresult cr)
 
 /* ---- devices and contexts ------------------------------------------------ */
 
-/* This process's device for the daemon's device dev: the one with the
- * UUID the daemon announced, whatever index it has here; by index when
+/* This process's ordinal of the daemon's device dev: the one with the
+ * UUID the daemon announced, whatever index it has here; dev itself when
  * the daemon named none. CUDA_ERROR_INVALID_DEVICE when it is not here. */
-static CUresult vc_find_device(struct vmm_cuda *vc, unsigned dev, CUdevice *out)
+static CUresult vc_find_device(struct vmm_cuda *vc, unsigned dev, int *out)
 {
 	const char *want = vc->base.dev_uuid[dev];
 	char have[64];
 	CUuuid uuid;
 	CUresult cr;
 
-	if (!want[0])
-		return vc->cu.cuDeviceGet(out, (int)dev);
+	if (!want[0]) {
+		*out = (int)dev;
+		return CUDA_SUCCESS;
+	}
 	for (int i = 0; i < vc->n_devices; i++) {
 		CUdevice d;
 		cr = vc->cu.cuDeviceGet(&d, i);
@@ -95,15 +111,16 @@ static CUresult vc_find_device(struct vmm_cuda *vc, unsigned dev, CUdevice *out)
 			return cr;
 		cuda_format_uuid(&uuid, have, sizeof(have));
 		if (strcmp(have, want) == 0) {
-			*out = d;
+			*out = i;
 			return CUDA_SUCCESS;
 		}
 	}
 	return CUDA_ERROR_INVALID_DEVICE;
 }
 
-/* cuInit once, then the primary context of dev retained once (lock held). */
-static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
+/* cuInit once, then the daemon's device dev found here once (lock held).
+ * No context is made. */
+static int vc_lookup_locked(struct vmm_cuda *vc, unsigned dev)
 {
 	struct cuda_dev *d;
 	CUresult cr;
@@ -122,7 +139,7 @@ static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
 	if (vc->inited < 0)
 		return error_set(vc->inited,
 				 "cuda: the driver failed to start");
-	if (dev >= VMM_CUDA_MAX_DEVICES || dev >= VMM_MAX_DEVICES ||
+	if (dev >= VMM_CUDA_MAX_DEVICES ||
 	    (!vc->base.dev_uuid[dev][0] && (int)dev >= vc->n_devices))
 		return error_set(ENODEV,
 				 "cuda: no device %u in this process "
@@ -130,16 +147,32 @@ static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
 				 "devices (check CUDA_VISIBLE_DEVICES)",
 				 dev, vc->n_devices);
 	d = &vc->devs[dev];
-	if (d->retained)
+	if (d->found)
 		return 0;
-	cr = vc_find_device(vc, dev, &d->dev);
+	cr = vc_find_device(vc, dev, &d->ordinal);
 	if (cr == CUDA_ERROR_INVALID_DEVICE)
 		return error_set(ENODEV,
 				 "cuda: the daemon's device %u (%s) is not visible "
 				 "in this process (check CUDA_VISIBLE_DEVICES)",
 				 dev, vc->base.dev_uuid[dev]);
 	if (cr == CUDA_SUCCESS)
-		cr = vc->cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
+		cr = vc->cu.cuDeviceGet(&d->dev, d->ordinal);
+	if (cr != CUDA_SUCCESS)
+		return vc_err(vc, "finding the device", cr);
+	d->found = 1;
+	return 0;
+}
+
+/* The device found, then its primary context retained once (lock held). */
+static int vc_device_locked(struct vmm_cuda *vc, unsigned dev)
+{
+	struct cuda_dev *d = &vc->devs[dev];
+	CUresult cr;
+	int r = vc_lookup_locked(vc, dev);
+
+	if (r < 0 || d->retained)
+		return r;
+	cr = vc->cu.cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
 	if (cr != CUDA_SUCCESS)
 		return vc_err(vc, "primary context", cr);
 	d->retained = 1;
@@ -221,13 +254,28 @@ static int cuda_unreserve(struct vmm *v, uintptr_t addr, uint64_t size)
 	return 0;
 }
 
+/* vmm_grant_access()'s driver call for cuda_map; dev is a CUdevice. */
+static int vc_grant(struct vmm *v, uintptr_t addr, uint64_t size, int dev,
+		    int readonly)
+{
+	struct vmm_cuda *vc = vc_of(v);
+	CUmemAccessDesc access = {
+		.location = { CU_MEM_LOCATION_TYPE_DEVICE, dev },
+		.flags = readonly ? CU_MEM_ACCESS_FLAGS_PROT_READ :
+				    CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+	};
+	CUresult cr =
+		vc->cu.cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
+
+	return cr == CUDA_SUCCESS ? 0 : vc_err(vc, "cuMemSetAccess", cr);
+}
+
 static int cuda_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 		    int fd, int readonly, uintptr_t *handle)
 {
 	struct vmm_cuda *vc = vc_of(v);
 	const struct cuda_driver *cu = &vc->cu;
 	CUmemGenericAllocationHandle h;
-	CUmemAccessDesc access;
 	CUresult cr;
 	int r = vc_enter(vc, dev);
 
@@ -246,31 +294,10 @@ static int cuda_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 		r = vc_err(vc, "cuMemMap", cr);
 		goto err_release;
 	}
-	memset(&access, 0, sizeof(access));
-	access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	access.location.id = vc->devs[dev].dev;
-	access.flags = readonly ? CU_MEM_ACCESS_FLAGS_PROT_READ :
-				  CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	cr = cu->cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
-	if (cr != CUDA_SUCCESS && readonly &&
-	    (cr == CUDA_ERROR_INVALID_VALUE ||
-	     cr == CUDA_ERROR_NOT_SUPPORTED)) {
-		/* Some drivers grant device memory only read-write. The mapping
-		 * is still shared; read-only is then a promise, not a fault. */
-		if (!vc->warned_readonly)
-			log_write(VRAM_LOG_WARN,
-				  "cuda: the driver refused read-only "
-				  "access (%s); read-only pools are mapped "
-				  "read-write",
-				  cuda_strerror(cu, cr));
-		vc->warned_readonly = 1;
-		access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-		cr = cu->cuMemSetAccess((CUdeviceptr)addr, size, &access, 1);
-	}
-	if (cr != CUDA_SUCCESS) {
-		r = vc_err(vc, "cuMemSetAccess", cr);
+	r = vmm_grant_access(v, addr, size, vc->devs[dev].dev, readonly,
+			     vc_grant);
+	if (r < 0)
 		goto err_unmap;
-	}
 	*handle = (uintptr_t)h;
 	goto out;
 
@@ -368,86 +395,116 @@ static int cuda_host_unregister(struct vmm *v, void *host, size_t len)
 	return r < 0 ? r : vc_unregister(vc, host);
 }
 
-/* Makes dev's copy streams the first time (context current). */
-static int vc_streams(struct vmm_cuda *vc, unsigned dev)
+/* copy.c's driver calls, with the device's context current. */
+static int vc_stream_create(void *drv, void **stream)
 {
-	struct cuda_dev *d = &vc->devs[dev];
-	int r = 0;
-
-	pthread_mutex_lock(&vc->lock);
-	if (vc->copy_streams == 0) {
-		vc->copy_streams =
-			env_unsigned("VRAM_CUDA_COPY_STREAMS",
-				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS, NULL);
-		vc->copy_piece =
-			(uint64_t)env_unsigned("VRAM_CUDA_COPY_PIECE_MB", 0, 1,
-					       1u << 20, NULL)
-			<< 20;
-		if (vc->copy_piece == 0)
-			vc->copy_piece = COPY_DEFAULT_PIECE;
-	}
-	while (d->n_streams < vc->copy_streams) {
-		CUresult cr = vc->cu.cuStreamCreate(&d->streams[d->n_streams],
-						    CU_STREAM_NON_BLOCKING);
-		if (cr != CUDA_SUCCESS) {
-			/* Fewer streams will do; none will not. */
-			if (d->n_streams == 0)
-				r = vc_err(vc, "cuStreamCreate", cr);
-			break;
-		}
-		d->n_streams++;
-	}
-	pthread_mutex_unlock(&vc->lock);
-	return r;
+	struct vmm_cuda *vc = drv;
+	CUresult cr = vc->cu.cuStreamCreate((CUstream *)stream,
+					    CU_STREAM_NON_BLOCKING);
+	return cr == CUDA_SUCCESS ? 0 : vc_err(vc, "cuStreamCreate", cr);
 }
+
+static int vc_memcpy_async(void *drv, int to_host, uintptr_t dev, void *host,
+			   size_t len, void *stream)
+{
+	struct vmm_cuda *vc = drv;
+	CUresult cr;
+
+	if (to_host)
+		cr = vc->cu.cuMemcpyDtoHAsync(host, (CUdeviceptr)dev, len,
+					      (CUstream)stream);
+	else
+		cr = vc->cu.cuMemcpyHtoDAsync((CUdeviceptr)dev, host, len,
+					      (CUstream)stream);
+	if (cr != CUDA_SUCCESS)
+		return vc_err(
+			vc, to_host ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync",
+			cr);
+	return 0;
+}
+
+static int vc_stream_sync(void *drv, void *stream)
+{
+	struct vmm_cuda *vc = drv;
+	CUresult cr = vc->cu.cuStreamSynchronize((CUstream)stream);
+	return cr == CUDA_SUCCESS ? 0 : vc_err(vc, "cuStreamSynchronize", cr);
+}
+
+static const struct vmm_copy_ops vc_copy_ops = {
+	.stream_create = vc_stream_create,
+	.memcpy_async = vc_memcpy_async,
+	.stream_sync = vc_stream_sync,
+};
 
 static int cuda_copy(struct vmm *v, unsigned dev, int to_host,
 		     const struct vmm_span *spans, size_t n)
 {
 	struct vmm_cuda *vc = vc_of(v);
-	const struct cuda_driver *cu = &vc->cu;
-	CUresult cr = CUDA_SUCCESS;
-	unsigned next = 0, used = 0;
 	int r = vc_enter(vc, dev);
 
 	if (r < 0)
 		return r;
-	r = vc_streams(vc, dev);
-	if (r < 0)
-		goto out;
-	const struct cuda_dev *d = &vc->devs[dev];
-	for (size_t i = 0; i < n && cr == CUDA_SUCCESS; i++) {
-		for (size_t off = 0;
-		     off < spans[i].len && cr == CUDA_SUCCESS;) {
-			size_t len = spans[i].len - off;
-			if (len > vc->copy_piece)
-				len = vc->copy_piece;
-			CUdeviceptr dptr = (CUdeviceptr)(spans[i].dev + off);
-			char *hptr = (char *)spans[i].host + off;
-			CUstream s = d->streams[next];
-			cr = to_host ?
-				     cu->cuMemcpyDtoHAsync(hptr, dptr, len, s) :
-				     cu->cuMemcpyHtoDAsync(dptr, hptr, len, s);
-			off += len;
-			next = (next + 1) % d->n_streams;
-			if (used < d->n_streams)
-				used++;
-		}
-	}
-	if (cr != CUDA_SUCCESS)
-		r = vc_err(vc,
-			   to_host ? "cuMemcpyDtoHAsync" : "cuMemcpyHtoDAsync",
-			   cr);
-	/* Wait for what was issued even after an error: the caller may unmap
-	 * or reuse the memory next. */
-	for (unsigned i = 0; i < used; i++) {
-		cr = cu->cuStreamSynchronize(d->streams[i]);
-		if (cr != CUDA_SUCCESS && r == 0)
-			r = vc_err(vc, "cuStreamSynchronize", cr);
-	}
-out:
+	r = vmm_copy_run(&vc->copy, dev, to_host, spans, n);
 	vc_leave(vc);
 	return r;
+}
+
+/* ---- the framework's devices, streams and graph capture ------------------ */
+
+static int cuda_local_device(struct vmm *v, unsigned dev)
+{
+	struct vmm_cuda *vc = vc_of(v);
+	int r;
+
+	pthread_mutex_lock(&vc->lock);
+	r = vc_lookup_locked(vc, dev);
+	if (r == 0)
+		r = vc->devs[dev].ordinal;
+	pthread_mutex_unlock(&vc->lock);
+	return r;
+}
+
+static int cuda_capture_relax(struct vmm *v)
+{
+	struct vmm_cuda *vc = vc_of(v);
+	int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	CUresult cr;
+
+	if (!vc->exchange_capture_mode)
+		return -ENOTSUP;
+	cr = vc->exchange_capture_mode(&mode);
+	if (cr != CUDA_SUCCESS)
+		return vc_err(vc, "cuThreadExchangeStreamCaptureMode", cr);
+	return mode;
+}
+
+static void cuda_capture_restore(struct vmm *v, int mode)
+{
+	struct vmm_cuda *vc = vc_of(v);
+
+	if (vc->exchange_capture_mode)
+		vc->exchange_capture_mode(&mode);
+}
+
+static int cuda_stream_wait(struct vmm *v, unsigned dev, void *stream)
+{
+	struct vmm_cuda *vc = vc_of(v);
+	int status = CU_STREAM_CAPTURE_STATUS_NONE;
+	CUresult cr = CUDA_SUCCESS;
+	int r = vc_enter(vc, dev);
+
+	if (r < 0)
+		return r;
+	/* Synchronizing a capturing stream would break its capture; the
+	 * graph's memory is the graph's until it is destroyed anyway. */
+	if (vc->stream_is_capturing)
+		cr = vc->stream_is_capturing((CUstream)stream, &status);
+	if (cr == CUDA_SUCCESS && status == CU_STREAM_CAPTURE_STATUS_NONE)
+		cr = vc->cu.cuStreamSynchronize((CUstream)stream);
+	vc_leave(vc);
+	if (cr != CUDA_SUCCESS)
+		return vc_err(vc, "waiting for the stream", cr);
+	return 0;
 }
 
 /* ---- lifetime ------------------------------------------------------------ */
@@ -463,16 +520,18 @@ static void cuda_destroy(struct vmm *v)
 		vc_unregister(vc, host);
 	for (unsigned i = 0; i < VMM_CUDA_MAX_DEVICES; i++) {
 		struct cuda_dev *d = &vc->devs[i];
+		const struct vmm_copy_queue *q = &vc->copy.queues[i];
 		if (!d->retained)
 			continue;
-		if (d->n_streams &&
+		if (q->n_streams &&
 		    vc->cu.cuCtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
-			for (unsigned s = 0; s < d->n_streams; s++)
-				vc->cu.cuStreamDestroy(d->streams[s]);
+			for (unsigned s = 0; s < q->n_streams; s++)
+				vc->cu.cuStreamDestroy((CUstream)q->streams[s]);
 			vc_leave(vc);
 		}
 		vc->cu.cuDevicePrimaryCtxRelease(d->dev);
 	}
+	vmm_copy_fini(&vc->copy);
 	host_regs_fini(&vc->regs);
 	pthread_mutex_destroy(&vc->lock);
 	/* libcuda stays loaded: its threads and the host program's use of it
@@ -491,6 +550,10 @@ static const struct vmm_ops cuda_vmm_ops = {
 	.host_register = cuda_host_register,
 	.host_unregister = cuda_host_unregister,
 	.copy = cuda_copy,
+	.local_device = cuda_local_device,
+	.capture_relax = cuda_capture_relax,
+	.capture_restore = cuda_capture_restore,
+	.stream_wait = cuda_stream_wait,
 };
 
 /* Opens the client side of the CUDA backend: loads libcuda.so.1 (or
@@ -512,8 +575,15 @@ int vmm_cuda_open(struct vmm **out)
 		free(vc);
 		return r;
 	}
+	/* Optional: the library stays loaded, so these stay valid. */
+	vc->exchange_capture_mode = (CUresult(*)(int *))dlsym(
+		vc->cu.lib, "cuThreadExchangeStreamCaptureMode");
+	vc->stream_is_capturing = (CUresult(*)(CUstream, int *))dlsym(
+		vc->cu.lib, "cuStreamIsCapturing");
 	pthread_mutex_init(&vc->lock, NULL);
 	host_regs_init(&vc->regs);
+	vmm_copy_init(&vc->copy, &vc_copy_ops, vc, "VRAM_CUDA_COPY_STREAMS",
+		      "VRAM_CUDA_COPY_PIECE_MB");
 	vc->base.ops = &cuda_vmm_ops;
 	vc->base.priv = vc;
 	*out = &vc->base;

@@ -38,11 +38,11 @@
  *    retries), and fails the same way while it is taken.
  * docs/rocm.md explains the choice.
  *
- * Copies: a span list is cut into pieces of at most copy_piece bytes,
- * issued round-robin with hipMemcpyAsync on a few non-blocking streams made
- * once per device, then every stream is synchronized. The mapped backup is
- * registered with hipHostRegister by host_register() and stays registered
- * until host_unregister(), so no copy pays for pinning.
+ * Copies: copy.c plans them (pieces round-robin over a few streams per
+ * device); this file gives it hipStreamCreateWithFlags, hipMemcpyAsync and
+ * hipStreamSynchronize. The mapped backup is registered with
+ * hipHostRegister by host_register() and stays registered until
+ * host_unregister(), so no copy pays for pinning.
  *
  * Settings (read once):
  *   VRAM_HIP_RERESERVE      auto (default), always, never
@@ -57,7 +57,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "env.h"
+#include "copy.h"
 #include "error.h"
 #include "hip_api.h"
 #include "hip.h"
@@ -65,10 +65,7 @@
 #include "log.h"
 #include "vmm.h"
 
-#define VMM_HIP_MAX_DEVICES 16
-#define COPY_MAX_STREAMS 16
-#define COPY_DEFAULT_STREAMS 4
-#define COPY_DEFAULT_PIECE (64ull << 20)
+#define VMM_HIP_MAX_DEVICES VMM_MAX_DEVICES
 
 /* No runtime version is known to free released memory while its range
  * stays reserved; set this to the first that does once one is (its
@@ -106,15 +103,10 @@ struct hip_range {
 	size_t n, cap;
 };
 
-struct hip_devq {
-	unsigned n_streams;
-	hipStream_t streams[COPY_MAX_STREAMS];
-};
-
 struct vmm_hip {
 	struct vmm base;
 	struct hip_api api;
-	pthread_mutex_t lock;	 /* inited, streams */
+	pthread_mutex_t lock;	 /* inited, local */
 	pthread_mutex_t vm_lock; /* ranges; held across their calls */
 	int inited; /* 1: runtime started; < 0: it failed with that errno */
 	char init_msg[256]; /* why it failed, for every later call */
@@ -128,10 +120,7 @@ struct vmm_hip {
 	struct hip_range *ranges;
 	size_t n_ranges, cap_ranges;
 	struct host_regs regs;
-	int warned_readonly;
-	unsigned copy_streams;
-	uint64_t copy_piece;
-	struct hip_devq devs[VMM_HIP_MAX_DEVICES];
+	struct vmm_copy copy; /* its queues by this process's index */
 	uint64_t rereserves, lost;
 	unsigned mapped;
 };
@@ -675,6 +664,22 @@ out:
 	return r;
 }
 
+/* vmm_grant_access()'s runtime call for hip_map; dev is this process's
+ * index. */
+static int vh_grant(struct vmm *v, uintptr_t addr, uint64_t size, int dev,
+		    int readonly)
+{
+	struct vmm_hip *vh = vh_of(v);
+	hipMemAccessDesc access = {
+		.location = { hipMemLocationTypeDevice, dev },
+		.flags = readonly ? hipMemAccessFlagsProtRead :
+				    hipMemAccessFlagsProtReadWrite,
+	};
+	hipError_t e = vh->api.hipMemSetAccess((void *)addr, size, &access, 1);
+
+	return e == hipSuccess ? 0 : vh_err(vh, "hipMemSetAccess", e);
+}
+
 static int hip_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 		   int fd, int readonly, uintptr_t *handle)
 {
@@ -683,7 +688,6 @@ static int hip_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 	dev = vh_local(vh, dev);
 	const struct hip_api *api = &vh->api;
 	hipMemGenericAllocationHandle_t h = NULL;
-	hipMemAccessDesc access;
 	struct hip_range *rg;
 	size_t idx = 0;
 	hipError_t e;
@@ -742,27 +746,8 @@ static int hip_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 	}
 	if (vh->rereserve)
 		rg->p[idx].state = PIECE_MAPPED;
-	memset(&access, 0, sizeof(access));
-	access.location.type = hipMemLocationTypeDevice;
-	access.location.id = (int)dev;
-	access.flags = readonly ? hipMemAccessFlagsProtRead :
-				  hipMemAccessFlagsProtReadWrite;
-	e = api->hipMemSetAccess((void *)addr, size, &access, 1);
-	if (e != hipSuccess && readonly &&
-	    (e == hipErrorInvalidValue || e == hipErrorNotSupported)) {
-		/* A runtime that grants device memory only read-write: the
-		 * mapping is still shared; read-only is then a promise. */
-		if (!vh->warned_readonly)
-			log_write(VRAM_LOG_WARN,
-				  "hip: the runtime refused read-only access "
-				  "(%s); read-only pools are mapped read-write",
-				  hip_strerror(api, e));
-		vh->warned_readonly = 1;
-		access.flags = hipMemAccessFlagsProtReadWrite;
-		e = api->hipMemSetAccess((void *)addr, size, &access, 1);
-	}
-	if (e != hipSuccess) {
-		r = vh_err(vh, "hipMemSetAccess", e);
+	r = vmm_grant_access(v, addr, size, (int)dev, readonly, vh_grant);
+	if (r < 0) {
 		char msg[ERROR_MSG_MAX];
 		snprintf(msg, sizeof(msg), "%s", error_get());
 		/* Undone as a pause would, so the memory really goes. */
@@ -872,38 +857,44 @@ static int hip_host_unregister(struct vmm *v, void *host, size_t len)
 	return 0;
 }
 
-/* Makes dev's copy streams the first time (dev current). */
-static int vh_streams(struct vmm_hip *vh, unsigned dev)
+/* copy.c's runtime calls, with the device current. */
+static int vh_stream_create(void *drv, void **stream)
 {
-	struct hip_devq *d = &vh->devs[dev];
-	int r = 0;
-
-	pthread_mutex_lock(&vh->lock);
-	if (vh->copy_streams == 0) {
-		vh->copy_streams =
-			env_unsigned("VRAM_HIP_COPY_STREAMS",
-				     COPY_DEFAULT_STREAMS, 1, COPY_MAX_STREAMS, NULL);
-		vh->copy_piece =
-			(uint64_t)env_unsigned("VRAM_HIP_COPY_PIECE_MB", 0, 1,
-					       1u << 20, NULL)
-			<< 20;
-		if (vh->copy_piece == 0)
-			vh->copy_piece = COPY_DEFAULT_PIECE;
-	}
-	while (d->n_streams < vh->copy_streams) {
-		hipError_t e = vh->api.hipStreamCreateWithFlags(
-			&d->streams[d->n_streams], hipStreamNonBlocking);
-		if (e != hipSuccess) {
-			/* Fewer streams will do; none will not. */
-			if (d->n_streams == 0)
-				r = vh_err(vh, "hipStreamCreateWithFlags", e);
-			break;
-		}
-		d->n_streams++;
-	}
-	pthread_mutex_unlock(&vh->lock);
-	return r;
+	struct vmm_hip *vh = drv;
+	hipError_t e = vh->api.hipStreamCreateWithFlags((hipStream_t *)stream,
+							hipStreamNonBlocking);
+	return e == hipSuccess ? 0 : vh_err(vh, "hipStreamCreateWithFlags", e);
 }
+
+static int vh_memcpy_async(void *drv, int to_host, uintptr_t dev, void *host,
+			   size_t len, void *stream)
+{
+	struct vmm_hip *vh = drv;
+	hipError_t e;
+
+	if (to_host)
+		e = vh->api.hipMemcpyAsync(host, (void *)dev, len,
+					   hipMemcpyDeviceToHost,
+					   (hipStream_t)stream);
+	else
+		e = vh->api.hipMemcpyAsync((void *)dev, host, len,
+					   hipMemcpyHostToDevice,
+					   (hipStream_t)stream);
+	return e == hipSuccess ? 0 : vh_err(vh, "hipMemcpyAsync", e);
+}
+
+static int vh_stream_sync(void *drv, void *stream)
+{
+	struct vmm_hip *vh = drv;
+	hipError_t e = vh->api.hipStreamSynchronize((hipStream_t)stream);
+	return e == hipSuccess ? 0 : vh_err(vh, "hipStreamSynchronize", e);
+}
+
+static const struct vmm_copy_ops vh_copy_ops = {
+	.stream_create = vh_stream_create,
+	.memcpy_async = vh_memcpy_async,
+	.stream_sync = vh_stream_sync,
+};
 
 static int hip_copy(struct vmm *v, unsigned dev, int to_host,
 		    const struct vmm_span *spans, size_t n)
@@ -911,49 +902,24 @@ static int hip_copy(struct vmm *v, unsigned dev, int to_host,
 	struct vmm_hip *vh = vh_of(v);
 	/* From here on dev is this process's index of the device. */
 	dev = vh_local(vh, dev);
-	const struct hip_api *api = &vh->api;
-	hipError_t e = hipSuccess;
-	unsigned next = 0, used = 0;
 	int saved = 0, r = vh_enter(vh, dev, &saved);
 
 	if (r < 0)
 		return r;
-	r = vh_streams(vh, dev);
-	if (r < 0)
-		goto out;
-	const struct hip_devq *d = &vh->devs[dev];
-	for (size_t i = 0; i < n && e == hipSuccess; i++) {
-		for (size_t off = 0; off < spans[i].len && e == hipSuccess;) {
-			size_t len = spans[i].len - off;
-			if (len > vh->copy_piece)
-				len = vh->copy_piece;
-			char *dptr = (char *)spans[i].dev + off;
-			char *hptr = (char *)spans[i].host + off;
-			hipStream_t s = d->streams[next];
-			e = to_host ? api->hipMemcpyAsync(hptr, dptr, len,
-							  hipMemcpyDeviceToHost,
-							  s) :
-				      api->hipMemcpyAsync(dptr, hptr, len,
-							  hipMemcpyHostToDevice,
-							  s);
-			off += len;
-			next = (next + 1) % d->n_streams;
-			if (used < d->n_streams)
-				used++;
-		}
-	}
-	if (e != hipSuccess)
-		r = vh_err(vh, "hipMemcpyAsync", e);
-	/* Wait for what was issued even after an error: the caller may unmap
-	 * or reuse the memory next. */
-	for (unsigned i = 0; i < used; i++) {
-		e = api->hipStreamSynchronize(d->streams[i]);
-		if (e != hipSuccess && r == 0)
-			r = vh_err(vh, "hipStreamSynchronize", e);
-	}
-out:
+	r = vmm_copy_run(&vh->copy, dev, to_host, spans, n);
 	vh_pop(vh, dev, saved);
 	return r;
+}
+
+static int hip_local_device(struct vmm *v, unsigned dev)
+{
+	struct vmm_hip *vh = vh_of(v);
+	unsigned local = vh_local(vh, dev);
+	int r = vh_ready(vh);
+
+	if (r == 0)
+		r = vh_check_dev(vh, local);
+	return r < 0 ? r : (int)local;
 }
 
 /* ---- lifetime ------------------------------------------------------------ */
@@ -968,14 +934,15 @@ static void hip_destroy(struct vmm *v)
 	while (host_regs_pop(&vh->regs, &host, &len))
 		vh->api.hipHostUnregister(host);
 	for (unsigned i = 0; i < VMM_HIP_MAX_DEVICES; i++) {
-		struct hip_devq *d = &vh->devs[i];
+		const struct vmm_copy_queue *q = &vh->copy.queues[i];
 		int saved;
-		if (!d->n_streams || vh_push(vh, i, &saved) < 0)
+		if (!q->n_streams || vh_push(vh, i, &saved) < 0)
 			continue;
-		for (unsigned s = 0; s < d->n_streams; s++)
-			vh->api.hipStreamDestroy(d->streams[s]);
+		for (unsigned s = 0; s < q->n_streams; s++)
+			vh->api.hipStreamDestroy((hipStream_t)q->streams[s]);
 		vh_pop(vh, i, saved);
 	}
+	vmm_copy_fini(&vh->copy);
 	/* Ranges left are the mappings' to free (mapping_release); only the
 	 * bookkeeping goes here. */
 	for (size_t i = 0; i < vh->n_ranges; i++)
@@ -1019,6 +986,7 @@ static const struct vmm_ops hip_vmm_ops = {
 	.host_register = hip_host_register,
 	.host_unregister = hip_host_unregister,
 	.copy = hip_copy,
+	.local_device = hip_local_device,
 };
 
 int vmm_hip_open_with(const struct hip_api *api, struct vmm **out)
@@ -1050,6 +1018,8 @@ int vmm_hip_open_with(const struct hip_api *api, struct vmm **out)
 	pthread_mutex_init(&vh->lock, NULL);
 	host_regs_init(&vh->regs);
 	pthread_mutex_init(&vh->vm_lock, NULL);
+	vmm_copy_init(&vh->copy, &vh_copy_ops, vh, "VRAM_HIP_COPY_STREAMS",
+		      "VRAM_HIP_COPY_PIECE_MB");
 	vh->base.ops = &hip_vmm_ops;
 	vh->base.priv = vh;
 	*out = &vh->base;

@@ -127,6 +127,12 @@ static int host_copy(struct vmm *v, unsigned dev, int to_host,
 	return 0;
 }
 
+/* The host's devices are the daemon's, numbered the same everywhere. */
+static int host_local_device(struct vmm *v, unsigned dev)
+{
+	return (int)dev;
+}
+
 static const struct vmm_ops host_ops = {
 	.name = "host",
 	.destroy = host_destroy,
@@ -138,6 +144,7 @@ static const struct vmm_ops host_ops = {
 	.host_register = host_register,
 	.host_unregister = host_register,
 	.copy = host_copy,
+	.local_device = host_local_device,
 };
 
 int vmm_host_open(struct vmm **out)

@@ -49,6 +49,20 @@ struct vmm_ops {
 	 * done. */
 	int (*copy)(struct vmm *v, unsigned dev, int to_host,
 		    const struct vmm_span *spans, size_t n);
+	/* This process's ordinal of the daemon's device dev (what the
+	 * framework running here, PyTorch, calls it), or -ENODEV with a
+	 * message when this process cannot see it. The one place a daemon
+	 * device becomes a local one: every layer above asks here. */
+	int (*local_device)(struct vmm *v, unsigned dev);
+	/* Optional (NULL: the backend has no graph capture to relax). Puts
+	 * the calling thread in the relaxed stream-capture mode, so that a
+	 * call that maps memory is legal while the thread captures a graph;
+	 * returns the mode to give capture_restore(), or -errno. */
+	int (*capture_relax)(struct vmm *v);
+	void (*capture_restore)(struct vmm *v, int mode);
+	/* Optional. Waits for the work queued on the framework's stream of
+	 * the daemon's device dev, unless that stream captures a graph. */
+	int (*stream_wait)(struct vmm *v, unsigned dev, void *stream);
 };
 
 #define VMM_MAX_DEVICES 16
@@ -61,12 +75,34 @@ struct vmm {
 	 * process may see the devices in another order or a subset of them
 	 * (CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES). */
 	char dev_uuid[VMM_MAX_DEVICES][64];
+	int warned_readonly; /* vmm_grant_access() logged its fallback */
 };
 
 /* Opens the client side of the named backend. -ENOENT if its library is
  * absent here. */
 int vmm_open(const char *backend, struct vmm **out);
 void vmm_destroy(struct vmm *v);
+
+/* The optional operations, for callers that need not know which are
+ * there: vmm_capture_relax() is -ENOTSUP without one (and
+ * vmm_capture_restore() of a negative mode does nothing); vmm_stream_wait()
+ * is 0 without one. vmm_local_device() is the operation itself. */
+int vmm_local_device(struct vmm *v, unsigned dev);
+int vmm_capture_relax(struct vmm *v);
+void vmm_capture_restore(struct vmm *v, int mode);
+int vmm_stream_wait(struct vmm *v, unsigned dev, void *stream);
+
+/* Sets a new mapping's access for a GPU half: grant() is the driver's
+ * call for [addr, addr + size) on the half's device dev (0 or -errno with
+ * the driver's message set). When a read-only grant is refused as
+ * unsupported (-EINVAL, -ENOTSUP), it is granted read-write instead, with
+ * a warning logged once per vmm: some drivers grant device memory only
+ * read-write, and the mapping is still shared, so read-only is then a
+ * promise, not a fault. */
+typedef int vmm_grant_fn(struct vmm *v, uintptr_t addr, uint64_t size, int dev,
+			 int readonly);
+int vmm_grant_access(struct vmm *v, uintptr_t addr, uint64_t size, int dev,
+		     int readonly, vmm_grant_fn *grant);
 
 int vmm_host_open(struct vmm **out);
 int vmm_cuda_open(struct vmm **out);

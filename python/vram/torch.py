@@ -15,7 +15,9 @@
     vram.torch.resume("kv_cache")
 
 How: each (tag, backup, device) has one vramd pool (policy host when
-backup, else discard) and one torch.cuda.MemPool whose allocator is
+backup, else discard), made on the device's UUID (a worker started with its
+own CUDA_VISIBLE_DEVICES numbers devices otherwise than vramd does), and
+one torch.cuda.MemPool whose allocator is
 libvram's pluggable allocator (vram_torch_malloc/vram_torch_free).
 region() routes the thread's allocations to that MemPool
 (torch.cuda.use_mem_pool) and makes the vramd pool current for libvram
@@ -155,6 +157,7 @@ class _State:
         self.prefix = _config.name_prefix or f"torch.{os.getpid()}"
 
     def tag_pool(self, tag, backup, device):
+        """device: this process's CUDA index (torch's)."""
         key = (tag, bool(backup), device)
         tp = self.pools.get(key)
         if tp is not None:
@@ -163,7 +166,7 @@ class _State:
         pool = self.client.create_pool(
             f"{self.prefix}.{tag}.{policy}.{device}",
             tag=tag,
-            device=device,
+            device=_device_uuid(device),
             backup=backup,
             reserve_bytes=_config.reserve_bytes,
             persist=_config.persist,
@@ -180,6 +183,30 @@ def _get_state():
         if _state is None:
             _state = _State()
         return _state
+
+
+def _uuid_text(raw, hip):
+    """16 UUID bytes as vramd names the device (nvidia-smi's GPU-... form,
+    common/cuda_driver.h and hip_api.h): ROCm's UUIDs are 16 printable
+    characters, CUDA's 16 bytes in 8-4-4-4-12 hex."""
+    if hip and all(0x21 <= b <= 0x7E for b in raw):
+        return "GPU-" + raw.decode("ascii")
+    h = raw.hex()
+    return f"GPU-{h[0:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _device_uuid(index):
+    """The UUID of this process's CUDA device index, as vramd lists its
+    devices: the one name of a GPU that does not depend on
+    CUDA_VISIBLE_DEVICES (libvram then finds the device here by it too)."""
+    u = torch.cuda.get_device_properties(index).uuid
+    raw = getattr(u, "bytes", None)
+    if isinstance(raw, str):
+        raw = raw.encode("latin-1")
+    if raw is not None and len(raw) == 16:
+        return _uuid_text(bytes(raw), bool(getattr(torch.version, "hip", None)))
+    text = str(u)
+    return text if text.startswith("GPU-") else "GPU-" + text
 
 
 def _device_index(device):

@@ -246,6 +246,37 @@ def test_region_pause_releases_and_resume_restores(torch, vt):
     assert int(kv.sum()) == 3 * (256 << 20)
 
 
+WORKER_OF_LAST_GPU = r"""
+import torch
+import vram.torch as vt
+with vt.region("t.visible") as pool:
+    x = torch.full((1 << 20,), 7, device="cuda", dtype=torch.int32)
+assert pool.base <= x.data_ptr() < pool.base + pool.size
+assert int(x.sum()) == 7 << 20
+print(pool.device, vt._device_uuid(0), flush=True)
+"""
+
+
+def test_pools_are_made_on_the_devices_uuid(torch, vt, daemon):
+    """vram.torch names PyTorch's device to vramd by UUID, in the form the
+    daemon lists its devices in; a worker that sees only the node's last
+    GPU (CUDA_VISIBLE_DEVICES, its cuda:0) gets pools on the daemon's index
+    of that GPU. On a one-GPU machine that index is 0 on both sides, so
+    only the UUID's form and the path are checked there."""
+    uuids = [d.uuid for d in vt.client().stats().devices]
+    here = vt._device_uuid(torch.cuda.current_device())
+    assert here in uuids, (here, uuids)
+    with vt.region("t.uuid") as pool:
+        x = torch.ones(1 << 20, device="cuda")
+    assert pool.device == uuids.index(here)
+    assert pool.base <= x.data_ptr() < pool.base + pool.size
+    last = len(uuids) - 1
+    r = vramtest.run_python(WORKER_OF_LAST_GPU, daemon, timeout=180, CUDA_VISIBLE_DEVICES=last)
+    assert r.returncode == 0, r.stderr
+    device, uuid = r.stdout.split()
+    assert (int(device), uuid) == (last, uuids[last])
+
+
 def test_model_graph_cycles(torch, vt):
     e = Engine(torch, vt)
     pooled = e.pooled(vt)

@@ -15,6 +15,12 @@
  * its capacity FAKE_CUDA_CAPACITY_MB (default 1024). So the GPU tests
  * (tests/gpu) also run against it, daemon and children included:
  *   VRAM_LIBCUDA=/path/libcuda.so.1 make test-gpu
+ *
+ * Devices: the node has FAKE_CUDA_DEVICES of them (default 1); physical
+ * device N has UUID bytes 16N..16N+15. A process sees the subset that
+ * CUDA_VISIBLE_DEVICES names, renumbered from 0, as with the real driver
+ * (see visible_physical()), so a test can give the daemon every device and
+ * a worker one of them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -59,11 +65,18 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int ctx_depth;
 static int handles, mapped, retained, streams, registered, copies, syncs,
 	ctx_syncs, creates, readonly_maps;
+/* This thread's stream-capture mode, and what it was at the last cuMemMap
+ * of any thread; the device of the last cuMemSetAccess. */
+static __thread int capture_mode;
+static int map_capture_mode = -1, access_device = -1;
+static void *capturing_stream; /* the stream that "captures a graph" */
 static char fail_fn[64];
 static int fail_code;
 
 int fake_count(const char *what);
 void fake_fail(const char *fn, int code);
+void fake_set_capturing(void *stream);
+static void capture_note_map(void);
 
 int fake_count(const char *what)
 {
@@ -81,9 +94,13 @@ int fake_count(const char *what)
 		{ "ctx_syncs", &ctx_syncs },
 		{ "creates", &creates },
 		{ "readonly_maps", &readonly_maps },
+		{ "map_capture_mode", &map_capture_mode },
+		{ "access_device", &access_device },
 	};
 	if (strcmp(what, "ctx_depth") == 0)
 		return ctx_depth;
+	if (strcmp(what, "capture_mode") == 0)
+		return capture_mode;
 	for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++)
 		if (strcmp(what, counters[i].name) == 0) {
 			pthread_mutex_lock(&lock);
@@ -126,6 +143,51 @@ static int env_int(const char *name, int def)
 {
 	const char *s = getenv(name);
 	return s && *s ? atoi(s) : def;
+}
+
+/* ---- devices this process sees ------------------------------------------- */
+
+/* The physical device behind this process's ordinal, or -1. Like the real
+ * driver, CUDA_VISIBLE_DEVICES lists physical indices in the order the
+ * process numbers them, and the list ends at the first entry that is not
+ * a device (unset: every device, in order). */
+static int visible_physical(int ordinal)
+{
+	const char *list = getenv("CUDA_VISIBLE_DEVICES");
+	int n = env_int("FAKE_CUDA_DEVICES", 1);
+
+	if (ordinal < 0)
+		return -1;
+	if (!list)
+		return ordinal < n ? ordinal : -1;
+	for (int i = 0; *list; i++) {
+		char *end;
+		long phys = strtol(list, &end, 10);
+		if (end == list || phys < 0 || phys >= n ||
+		    (*end && *end != ','))
+			return -1;
+		if (i == ordinal)
+			return (int)phys;
+		list = *end ? end + 1 : end;
+	}
+	return -1;
+}
+
+static int visible_count(void)
+{
+	int n = 0;
+	while (visible_physical(n) >= 0)
+		n++;
+	return n;
+}
+
+/* Makes cuStreamIsCapturing report stream as capturing a graph (NULL:
+ * none). */
+void fake_set_capturing(void *stream)
+{
+	pthread_mutex_lock(&lock);
+	capturing_stream = stream;
+	pthread_mutex_unlock(&lock);
 }
 
 #define FAIL_POINT(fn)                   \
@@ -284,13 +346,13 @@ CUresult cuGetErrorName(CUresult e, const char **s)
 
 CUresult cuDeviceGetCount(int *n)
 {
-	*n = env_int("FAKE_CUDA_DEVICES", 1);
+	*n = visible_count();
 	return OK;
 }
 
 CUresult cuDeviceGet(int *dev, int ordinal)
 {
-	if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1))
+	if (visible_physical(ordinal) < 0)
 		return 101;
 	*dev = ordinal;
 	return OK;
@@ -304,8 +366,12 @@ CUresult cuDeviceGetName(char *name, int len, int dev)
 
 CUresult cuDeviceGetUuid_v2(unsigned char *uuid, int dev)
 {
+	int phys = visible_physical(dev);
+
+	if (phys < 0)
+		return 101;
 	for (int i = 0; i < 16; i++)
-		uuid[i] = (unsigned char)(i + 16 * dev);
+		uuid[i] = (unsigned char)(i + 16 * phys);
 	return OK;
 }
 
@@ -476,6 +542,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t off,
 		 MAP_SHARED | MAP_FIXED, h->fd, (off_t)off) == MAP_FAILED)
 		return INVALID_VALUE;
 	bump(&mapped, 1);
+	capture_note_map();
 	return OK;
 }
 
@@ -501,6 +568,9 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size,
 		return INVALID_VALUE;
 	if (desc->flags == 1)
 		bump(&readonly_maps, 1);
+	pthread_mutex_lock(&lock);
+	access_device = desc->loc_id;
+	pthread_mutex_unlock(&lock);
 	/* Host-side writes (the fake's copies) stay possible; device-side
 	 * writes into read-only ranges fail in the copy and memset calls. */
 	ro_set((uintptr_t)ptr, size, desc->flags == 1);
@@ -655,5 +725,33 @@ CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n)
 	unsigned *p = (unsigned *)(uintptr_t)dst;
 	for (size_t i = 0; i < n; i++)
 		p[i] = v;
+	return OK;
+}
+
+/* ---- stream capture ------------------------------------------------------- */
+
+/* What cuMemMap saw: a map during a graph capture is legal only in the
+ * relaxed mode. */
+static void capture_note_map(void)
+{
+	pthread_mutex_lock(&lock);
+	map_capture_mode = capture_mode;
+	pthread_mutex_unlock(&lock);
+}
+
+CUresult cuThreadExchangeStreamCaptureMode(int *mode)
+{
+	int old = capture_mode;
+	capture_mode = *mode;
+	*mode = old;
+	return OK;
+}
+
+CUresult cuStreamIsCapturing(void *s, int *status)
+{
+	NEED_CONTEXT();
+	pthread_mutex_lock(&lock);
+	*status = s && s == capturing_stream; /* 1: ACTIVE */
+	pthread_mutex_unlock(&lock);
 	return OK;
 }

@@ -1,0 +1,101 @@
+/* The copy planner shared by libvram's GPU halves; see copy.h. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "copy.h"
+#include "env.h"
+#include "error.h"
+
+#define COPY_DEFAULT_STREAMS 4
+#define COPY_DEFAULT_PIECE (64ull << 20)
+
+void vmm_copy_init(struct vmm_copy *c, const struct vmm_copy_ops *ops,
+		   void *drv, const char *streams_env, const char *piece_env)
+{
+	memset(c, 0, sizeof(*c));
+	c->ops = ops;
+	c->drv = drv;
+	c->streams_env = streams_env;
+	c->piece_env = piece_env;
+	pthread_mutex_init(&c->lock, NULL);
+}
+
+void vmm_copy_fini(struct vmm_copy *c)
+{
+	pthread_mutex_destroy(&c->lock);
+}
+
+/* Reads the settings once, and makes dev's streams the first time. */
+static int copy_queue(struct vmm_copy *c, unsigned dev)
+{
+	struct vmm_copy_queue *q = &c->queues[dev];
+	int r = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->streams == 0) {
+		c->streams = env_unsigned(c->streams_env, COPY_DEFAULT_STREAMS,
+					  1, VMM_COPY_MAX_STREAMS, NULL);
+		c->piece = (uint64_t)env_unsigned(c->piece_env, 0, 1, 1u << 20,
+						  NULL)
+			   << 20;
+		if (c->piece == 0)
+			c->piece = COPY_DEFAULT_PIECE;
+	}
+	while (q->n_streams < c->streams) {
+		r = c->ops->stream_create(c->drv, &q->streams[q->n_streams]);
+		if (r < 0) {
+			/* Fewer streams will do; none will not. */
+			if (q->n_streams > 0)
+				r = 0;
+			break;
+		}
+		q->n_streams++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r;
+}
+
+int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
+		 const struct vmm_span *spans, size_t n)
+{
+	unsigned next = 0, used = 0;
+	int r, rs;
+
+	if (dev >= VMM_MAX_DEVICES)
+		return error_set(ENODEV, "copy: no device %u", dev);
+	r = copy_queue(c, dev);
+	if (r < 0)
+		return r;
+	const struct vmm_copy_queue *q = &c->queues[dev];
+	for (size_t i = 0; i < n && r == 0; i++) {
+		for (size_t off = 0; off < spans[i].len && r == 0;) {
+			size_t len = spans[i].len - off;
+			if (len > c->piece)
+				len = c->piece;
+			r = c->ops->memcpy_async(c->drv, to_host,
+						 spans[i].dev + off,
+						 (char *)spans[i].host + off,
+						 len, q->streams[next]);
+			off += len;
+			next = (next + 1) % q->n_streams;
+			if (used < q->n_streams)
+				used++;
+		}
+	}
+	/* Wait for what was issued even after an error: the caller may unmap
+	 * or reuse the memory next. The first error is the one reported. */
+	char msg[ERROR_MSG_MAX] = "";
+	if (r < 0)
+		snprintf(msg, sizeof(msg), "%s", error_get());
+	for (unsigned i = 0; i < used; i++) {
+		rs = c->ops->stream_sync(c->drv, q->streams[i]);
+		if (rs < 0 && r == 0) {
+			r = rs;
+			snprintf(msg, sizeof(msg), "%s", error_get());
+		}
+	}
+	if (r < 0)
+		error_restore(msg);
+	return r;
+}
