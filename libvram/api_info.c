@@ -1,50 +1,14 @@
-/* Inspection: list, stats, and names for states and policies. */
+/* Inspection: list, stats and audit. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "call.h"
 #include "client.h"
-
-const char *vram_state_name(enum vram_state s)
-{
-	switch (s) {
-	case VRAM_STATE_ACTIVE:
-		return "active";
-	case VRAM_STATE_PAUSING:
-		return "pausing";
-	case VRAM_STATE_PAUSED:
-		return "paused";
-	case VRAM_STATE_RESUMING:
-		return "resuming";
-	}
-	return "unknown";
-}
-
-const char *vram_policy_name(enum vram_policy p)
-{
-	switch (p) {
-	case VRAM_POLICY_DISCARD:
-		return "discard";
-	case VRAM_POLICY_HOST:
-		return "host";
-	}
-	return "unknown";
-}
-
-static enum vram_state state_from_wire(Vram__State s)
-{
-	switch (s) {
-	case VRAM__STATE__STATE_PAUSING:
-		return VRAM_STATE_PAUSING;
-	case VRAM__STATE__STATE_PAUSED:
-		return VRAM_STATE_PAUSED;
-	case VRAM__STATE__STATE_RESUMING:
-		return VRAM_STATE_RESUMING;
-	default:
-		return VRAM_STATE_ACTIVE;
-	}
-}
+#include "error.h"
+#include "message.h"
+#include "registry.h"
 
 static void copy_str(char *dst, size_t n, const char *src)
 {
@@ -66,10 +30,8 @@ static int info_convert(struct vram_pool_info *o, const Vram__PoolInfo *in)
 	copy_str(o->name, sizeof(o->name), in->name);
 	copy_str(o->tag, sizeof(o->tag), in->tag);
 	o->device = in->device;
-	o->state = state_from_wire(in->state);
-	o->policy = in->policy == VRAM__POLICY__POLICY_HOST ?
-			    VRAM_POLICY_HOST :
-			    VRAM_POLICY_DISCARD;
+	o->state = message_state_from_wire(in->state);
+	o->policy = message_policy_from_wire(in->policy);
 	o->bytes = in->bytes;
 	o->reserve_bytes = in->reserve_bytes;
 	o->backup_bytes = in->backup_bytes;
@@ -122,15 +84,12 @@ int vram_list(vram_client *c, const struct vram_selector *sel,
 	if (r < 0)
 		return error_finish(eg, r);
 	if (sel) {
-		s.name = (char *)(sel->name ? sel->name : "");
-		s.tag = (char *)(sel->tag ? sel->tag : "");
-		s.owner_pid = sel->owner_pid;
-		s.all = sel->all != 0;
+		message_selector_to_wire(sel, &s);
 		list.selector = &s;
 	}
 	req.body_case = VRAM__REQUEST__BODY_LIST;
 	req.list = &list;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r < 0)
 		goto out;
 	const Vram__Response *resp = call.msg->response;
@@ -188,7 +147,7 @@ int vram_stats(vram_client *c, struct vram_stats *out)
 		return error_finish(eg, r);
 	req.body_case = VRAM__REQUEST__BODY_STATS;
 	req.stats = &st;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r < 0)
 		goto out;
 	const Vram__Response *resp = call.msg->response;
@@ -236,7 +195,8 @@ int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
 
 	if (!out || !n)
 		return error_finish(
-			eg, error_set(EINVAL, "vram_audit: out and n are required"));
+			eg, error_set(EINVAL,
+				      "vram_audit: out and n are required"));
 	*out = NULL;
 	*n = 0;
 	r = registry_client_enter(c);
@@ -244,12 +204,13 @@ int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
 		return error_finish(eg, r);
 	req.body_case = VRAM__REQUEST__BODY_AUDIT;
 	req.audit = &au;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r < 0)
 		goto out;
 	const Vram__Response *resp = call.msg->response;
 	if (resp->body_case != VRAM__RESPONSE__BODY_AUDIT || !resp->audit) {
-		r = error_set(EPROTO, "vramd answered audit with something else");
+		r = error_set(EPROTO,
+			      "vramd answered audit with something else");
 		goto out;
 	}
 	const Vram__AuditReply *a = resp->audit;

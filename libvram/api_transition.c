@@ -6,7 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "call.h"
 #include "client.h"
+#include "error.h"
+#include "message.h"
+#include "pool.h"
+#include "registry.h"
 
 static void report_fill(struct vram_report *rep, const Vram__TransitionReply *t)
 {
@@ -66,10 +71,7 @@ static int transition_run(struct vram_client *c, bool pause,
 	struct call call = { 0 };
 	int r;
 
-	s.name = (char *)(sel->name ? sel->name : "");
-	s.tag = (char *)(sel->tag ? sel->tag : "");
-	s.owner_pid = sel->owner_pid;
-	s.all = sel->all != 0;
+	message_selector_to_wire(sel, &s);
 	t.selector = &s;
 	t.timeout_ms = timeout_ms;
 	if (pause) {
@@ -81,7 +83,7 @@ static int transition_run(struct vram_client *c, bool pause,
 	}
 	/* No limit of our own: the daemon answers once its deadline for the
 	 * mappers' acks has passed. */
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	const Vram__Response *resp = call.msg ? call.msg->response : NULL;
 	if (resp && resp->body_case == VRAM__RESPONSE__BODY_TRANSITION &&
 	    resp->transition) {

@@ -36,7 +36,8 @@
 #include <string.h>
 #include <sys/types.h>
 
-#include "client.h"
+#include "pool.h"
+#include "registry.h"
 #include "cuda_driver.h"
 #include "log.h"
 

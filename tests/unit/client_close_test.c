@@ -144,7 +144,7 @@ TEST(hello_failures_leave_nothing_behind)
 	fake_init(&f);
 	f.hello_err = EPROTONOSUPPORT;
 	fake_start(&f);
-	ASSERT_EQ(connection_open(f.client_end, "x", &c), -EPROTO);
+	ASSERT_EQ(client_open(f.client_end, "x", &c), -EPROTO);
 	f.client_end = -1;
 	ASSERT(strstr(vram_last_error(), "protocol") != NULL);
 	fake_stop(&f);
@@ -152,14 +152,14 @@ TEST(hello_failures_leave_nothing_behind)
 	fake_init(&f);
 	f.hello_version = 2;
 	fake_start(&f);
-	ASSERT_EQ(connection_open(f.client_end, "x", &c), -EPROTO);
+	ASSERT_EQ(client_open(f.client_end, "x", &c), -EPROTO);
 	f.client_end = -1;
 	fake_stop(&f);
 
 	fake_init(&f);
 	f.backend = "tpu";
 	fake_start(&f);
-	ASSERT_EQ(connection_open(f.client_end, "x", &c), -ENOENT);
+	ASSERT_EQ(client_open(f.client_end, "x", &c), -ENOENT);
 	f.client_end = -1;
 	ASSERT(strstr(vram_last_error(), "tpu") != NULL);
 	fake_stop(&f);

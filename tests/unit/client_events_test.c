@@ -689,7 +689,7 @@ TEST(a_malformed_frame_ends_the_connection)
 	fake_start(&f);
 	vram_client *c = fake_connect(&f);
 	pthread_mutex_lock(&f.send_lock);
-	ASSERT_OK(wire_send(f.sock, junk, sizeof(junk), NULL, 0));
+	ASSERT_OK(sock_send(f.sock, junk, sizeof(junk), NULL, 0));
 	pthread_mutex_unlock(&f.send_lock);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), -EPIPE);
 	ASSERT_EQ(vram_ping(c), -EPIPE);
