@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "call.h"
 #include "client.h"
 #include "error.h"
@@ -32,10 +33,11 @@ static int check_name(const char *what, const char *s, size_t max,
 	return 0;
 }
 
-int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
+int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 		     vram_pool **out)
 {
 	unsigned eg = error_generation();
+	struct vram_pool_options o, *opts = &o;
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__PoolCreate pc = VRAM__POOL_CREATE__INIT;
 	struct call call = { 0 };
@@ -45,12 +47,16 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 
 	if (out)
 		*out = NULL;
-	if (!out || !opts)
+	if (!out || !in)
 		return error_finish(
 			eg,
 			error_set(
 				EINVAL,
 				"vram_pool_create: out and opts are required"));
+	r = abi_read(&o, sizeof(o), in, ABI_MIN_POOL_OPTIONS,
+		     "vram_pool_options");
+	if (r < 0)
+		return error_finish(eg, r);
 	if ((r = check_name("pool name", opts->name, NAME_MAX_LEN, true)) < 0 ||
 	    (r = check_name("pool tag", opts->tag, TAG_MAX_LEN, false)) < 0)
 		return error_finish(eg, r);
@@ -483,7 +489,7 @@ enum vram_state vram_pool_state(vram_pool *p)
 	enum vram_state s;
 
 	if (registry_pool_enter(p) < 0)
-		return VRAM_STATE_PAUSED;
+		return VRAM_STATE_INVALID;
 	s = p->state;
 	registry_pool_leave(p);
 	return s;

@@ -282,6 +282,8 @@ const char *vram_state_name(enum vram_state s)
 		return "paused";
 	case VRAM_STATE_RESUMING:
 		return "resuming";
+	case VRAM_STATE_INVALID:
+		return "invalid";
 	}
 	return "unknown";
 }

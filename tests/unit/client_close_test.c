@@ -15,6 +15,7 @@
 static vram_pool *pool_create(vram_client *c, const char *name, int policy)
 {
 	struct vram_pool_options o = {
+		.size = sizeof(o),
 		.name = name,
 		.tag = "t",
 		.policy = policy,
@@ -317,7 +318,7 @@ TEST(exit_handlers_in_any_order)
 TEST(epipe_after_the_daemon_leaves_mappings_stay)
 {
 	struct fake f;
-	struct vram_report rep;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	void *a, *b;
 
 	fake_init(&f);
