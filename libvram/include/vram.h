@@ -121,10 +121,13 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 void vram_client_close(vram_client *c);
 
 /* A no-op round trip to the daemon: 0 when it answers. For health checks
- * and for measuring the control path's latency. */
+ * and for measuring the control path's latency. Errors: -EINVAL not an
+ * open client, -EPIPE the connection is gone (or the client was inherited
+ * through fork()). */
 int vram_ping(vram_client *c);
 
-/* Backend the daemon runs: "host", "cuda" or "hip". Owned by the client. */
+/* Backend the daemon runs: "host", "cuda" or "hip". Owned by the client.
+ * NULL (vram_last_error() set) if c is not an open client. */
 const char *vram_client_backend(vram_client *c);
 
 /* ---- events from the daemon ---------------------------------------------
@@ -139,16 +142,20 @@ const char *vram_client_backend(vram_client *c);
  */
 
 /* The connection's fd, for poll/epoll (POLLIN). Owned by the client: do
- * not read from it or close it. */
+ * not read from it or close it. Errors: -EINVAL not an open client,
+ * -EPIPE inherited through fork(). */
 int vram_client_fd(vram_client *c);
 
 /* Handles every event that has arrived, waiting up to timeout_ms (0: do not
- * wait, -1: forever) for the first one. Returns the number handled or
- * -errno (-EPIPE: the daemon went away; pools keep their memory). */
+ * wait, -1: forever) for the first one. Returns the number handled (0
+ * when another thread holds the reader role, and so handles them) or
+ * -errno: -EPIPE the daemon went away (pools keep their memory), -EINVAL
+ * a timeout below -1 or not an open client. */
 int vram_client_dispatch(vram_client *c, int timeout_ms);
 
 /* Starts one background thread that handles events until the client is
- * closed. Returns 0, -EALREADY, or -errno from pthread_create. */
+ * closed. Returns 0, -EALREADY, -EPIPE the connection is gone, -EINVAL
+ * not an open client, or -errno from pthread_create. */
 int vram_client_start_thread(vram_client *c);
 
 /* ---- pools -------------------------------------------------------------- */
@@ -203,7 +210,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
  * VRAM_OPEN_READONLY. Other processes' pools can be read and written at
  * vram_pool_base() but not sub-allocated. -ENOENT no such pool, -EPERM,
  * -EALREADY if this client has it open already, -EBUSY while it pauses or
- * resumes. */
+ * resumes, -EINVAL (bad name, flags or client), -ENOMEM, -EPIPE. */
 int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 		   vram_pool **out);
 
@@ -231,16 +238,21 @@ uint64_t vram_pool_size(vram_pool *p);
 enum vram_state vram_pool_state(vram_pool *p);
 const char *vram_pool_name(vram_pool *p);
 
-/* Grows the pool so that at least bytes are mapped. */
+/* Grows the pool so that at least bytes are mapped. Errors: -ENOMEM the
+ * range or the device is full, -EBUSY while paused, -EPERM a pool this
+ * client does not own, -ENOENT dropped, -EINVAL not an open pool,
+ * -EPIPE. */
 int vram_pool_reserve(vram_pool *p, uint64_t bytes);
 
 /* Sub-allocates size bytes (aligned to 256) from the pool, growing it by a
  * large chunk through the daemon when full. The pointer is valid until
  * vram_free or vram_pool_close, across pause/resume (its content is lost
  * on pause for VRAM_POLICY_DISCARD). -EBUSY while paused, -ENOMEM,
- * -EPERM on a pool this client does not own. */
+ * -EPERM on a pool this client does not own, -ENOENT dropped, -EINVAL
+ * (size 0, ptr NULL, not an open pool), -EPIPE. */
 int vram_alloc(vram_pool *p, size_t size, void **ptr);
-/* Frees a pointer from vram_alloc. NULL is a no-op; -EINVAL if unknown. */
+/* Frees a pointer from vram_alloc. NULL is a no-op; -EINVAL if unknown or
+ * not an open pool, -ENOENT if the pool was dropped. */
 int vram_free(vram_pool *p, void *ptr);
 
 /* ---- pause and resume --------------------------------------------------- */
@@ -282,12 +294,14 @@ int vram_pause(vram_client *c, const struct vram_selector *sel,
 	       unsigned timeout_ms, struct vram_report *report);
 
 /* Resumes every selected pool at the same addresses, restoring backups.
- * -ENOMEM if the device lacks the memory: the pool stays PAUSED with its
- * backup, and the call can be retried. */
+ * Same arguments, report and errors as vram_pause, and -ENOMEM if the
+ * device lacks the memory: the pool stays PAUSED with its backup, and the
+ * call can be retried. */
 int vram_resume(vram_client *c, const struct vram_selector *sel,
 		unsigned timeout_ms, struct vram_report *report);
 
-/* Shortcuts for one pool of this client. */
+/* Shortcuts for one pool of this client, with vram_pause's errors, and
+ * -ENOENT if the pool was dropped, -EINVAL if p is not an open pool. */
 int vram_pool_pause(vram_pool *p, struct vram_report *report);
 int vram_pool_resume(vram_pool *p, struct vram_report *report);
 
