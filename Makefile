@@ -198,7 +198,13 @@ TEST_ENV = VRAMD_BIN=$(abspath $(VRAMD)) VRAMCTL_BIN=$(abspath $(VRAMCTL)) \
 # the interpreter, which a sanitized libvram cannot be: not under asan.
 PY_TESTS := $(if $(SANITIZE),,tests/python/run_pytest)
 
-test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN)
+# What tests/python/test_abi.py reads: vram.h's layouts, from the compiler.
+LAYOUT := $(BUILD)/tests/vram_layout
+$(LAYOUT): $(call obj,tests/python/vram_layout.c)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $^
+
+test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN) $(LAYOUT)
 	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS)
 
 asan:

@@ -34,12 +34,14 @@ static void record(const char *policy, const char *layout, uint64_t size,
 
 static unsigned pool_chunks(const char *name)
 {
-	struct vram_selector sel = { .name = name };
+	struct vram_selector sel = { .size = sizeof(sel), .name = name };
 	struct vram_pool_info *infos = NULL;
 	size_t n = 0;
 	unsigned chunks = 0;
 
-	if (vram_list(client, &sel, &infos, &n) == 0 && n == 1)
+	if (vram_list(client, &sel, sizeof(struct vram_pool_info), &infos,
+		      &n) == 0 &&
+	    n == 1)
 		chunks = infos[0].chunks;
 	vram_pool_info_free(infos, n);
 	return chunks;
@@ -72,8 +74,8 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 		       unsigned allocs, int cycles)
 {
 	int host = strcmp(policy, "host") == 0;
-	struct vram_pool_options o = { 0 };
-	struct vram_report rep;
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	vram_pool *p = NULL;
 	char name[96];
 	double pause[64], resume[64];

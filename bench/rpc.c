@@ -54,7 +54,7 @@ static void *worker_run(void *arg)
 	if (r < 0)
 		goto fail;
 	if (w->mode == 1) {
-		struct vram_pool_options o = { 0 };
+		struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
 		snprintf(name, sizeof(name), "bench.%d", w->index);
 		o.name = name;
 		o.tag = "bench";

@@ -96,6 +96,7 @@ static vram_pool *engine_pool(struct engine *e, const char *name,
 			      const char *tag, enum vram_policy policy)
 {
 	struct vram_pool_options opts = {
+		.size = sizeof(opts),
 		.name = name,
 		.tag = tag,
 		.device = 0,

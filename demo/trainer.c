@@ -76,7 +76,7 @@ static void trainer_step_done(struct trainer *t, const char *step)
 
 static uint64_t device_free(struct trainer *t)
 {
-	struct vram_stats st;
+	struct vram_stats st = VRAM_STATS_INIT;
 	int r = vram_stats(t->client, &st);
 
 	if (r < 0)
@@ -91,6 +91,7 @@ static uint64_t device_free(struct trainer *t)
 static vram_pool *trainer_pool(struct trainer *t, const char *name)
 {
 	struct vram_pool_options opts = {
+		.size = sizeof(opts),
 		.name = name,
 		.tag = "train",
 		.device = 0,
@@ -133,8 +134,9 @@ static void trainer_probe(struct trainer *t)
 /* Runs a pause or resume of the engine's pools and prints its report. */
 static void trainer_transition(struct trainer *t, bool pause)
 {
-	struct vram_selector sel = { .owner_pid = t->engine_pid };
-	struct vram_report rep = { 0 };
+	struct vram_selector sel = { .size = sizeof(sel),
+				     .owner_pid = t->engine_pid };
+	struct vram_report rep = VRAM_REPORT_INIT;
 	char a[32], b[32], c[32];
 	double start = now_ms(), ms;
 	int r;

@@ -1,62 +1,39 @@
-/* Inspection: list, stats, and names for states and policies. */
+/* Inspection: list, stats and audit. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
+#include "call.h"
 #include "client.h"
-
-const char *vram_state_name(enum vram_state s)
-{
-	switch (s) {
-	case VRAM_STATE_ACTIVE:
-		return "active";
-	case VRAM_STATE_PAUSING:
-		return "pausing";
-	case VRAM_STATE_PAUSED:
-		return "paused";
-	case VRAM_STATE_RESUMING:
-		return "resuming";
-	}
-	return "unknown";
-}
-
-const char *vram_policy_name(enum vram_policy p)
-{
-	switch (p) {
-	case VRAM_POLICY_DISCARD:
-		return "discard";
-	case VRAM_POLICY_HOST:
-		return "host";
-	}
-	return "unknown";
-}
-
-static enum vram_state state_from_wire(Vram__State s)
-{
-	switch (s) {
-	case VRAM__STATE__STATE_PAUSING:
-		return VRAM_STATE_PAUSING;
-	case VRAM__STATE__STATE_PAUSED:
-		return VRAM_STATE_PAUSED;
-	case VRAM__STATE__STATE_RESUMING:
-		return VRAM_STATE_RESUMING;
-	default:
-		return VRAM_STATE_ACTIVE;
-	}
-}
+#include "error.h"
+#include "message.h"
+#include "registry.h"
 
 static void copy_str(char *dst, size_t n, const char *src)
 {
 	snprintf(dst, n, "%s", src ? src : "");
 }
 
+/* Entry i of an array of entries of stride bytes. */
+static void *entry_at(void *base, size_t stride, size_t i)
+{
+	return (char *)base + i * stride;
+}
+
 void vram_pool_info_free(struct vram_pool_info *infos, size_t n)
 {
 	if (!infos)
 		return;
-	for (size_t i = 0; i < n; i++)
-		free(infos[i].mappers);
+	/* vram_list wrote the array's stride into every entry. */
+	size_t stride = n ? infos->size : 0;
+	if (n && stride < ABI_MIN_POOL_INFO)
+		return; /* not vram_list's array: leak rather than guess */
+	for (size_t i = 0; i < n; i++) {
+		struct vram_pool_info *e = entry_at(infos, stride, i);
+		free(e->mappers);
+	}
 	free(infos);
 }
 
@@ -66,10 +43,8 @@ static int info_convert(struct vram_pool_info *o, const Vram__PoolInfo *in)
 	copy_str(o->name, sizeof(o->name), in->name);
 	copy_str(o->tag, sizeof(o->tag), in->tag);
 	o->device = in->device;
-	o->state = state_from_wire(in->state);
-	o->policy = in->policy == VRAM__POLICY__POLICY_HOST ?
-			    VRAM_POLICY_HOST :
-			    VRAM_POLICY_DISCARD;
+	o->state = message_state_from_wire(in->state);
+	o->policy = message_policy_from_wire(in->policy);
 	o->bytes = in->bytes;
 	o->reserve_bytes = in->reserve_bytes;
 	o->backup_bytes = in->backup_bytes;
@@ -98,15 +73,16 @@ static int info_convert(struct vram_pool_info *o, const Vram__PoolInfo *in)
 	return 0;
 }
 
-int vram_list(vram_client *c, const struct vram_selector *sel,
+int vram_list(vram_client *c, const struct vram_selector *in, size_t entry_size,
 	      struct vram_pool_info **out, size_t *n)
 {
 	unsigned eg = error_generation();
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__List list = VRAM__LIST__INIT;
 	Vram__Selector s = VRAM__SELECTOR__INIT;
+	struct vram_selector sel;
 	struct call call = { 0 };
-	struct vram_pool_info *infos = NULL;
+	char *infos = NULL;
 	size_t count = 0;
 	int r;
 
@@ -118,19 +94,23 @@ int vram_list(vram_client *c, const struct vram_selector *sel,
 		return error_finish(
 			eg,
 			error_set(EINVAL, "vram_list: out and n are required"));
+	r = abi_check_entry(entry_size, ABI_MIN_POOL_INFO,
+			    _Alignof(struct vram_pool_info), "vram_pool_info");
+	if (r == 0 && in)
+		r = abi_read(&sel, sizeof(sel), in, ABI_MIN_SELECTOR,
+			     "vram_selector");
+	if (r < 0)
+		return error_finish(eg, r);
 	r = registry_client_enter(c);
 	if (r < 0)
 		return error_finish(eg, r);
-	if (sel) {
-		s.name = (char *)(sel->name ? sel->name : "");
-		s.tag = (char *)(sel->tag ? sel->tag : "");
-		s.owner_pid = sel->owner_pid;
-		s.all = sel->all != 0;
+	if (in) {
+		message_selector_to_wire(&sel, &s);
 		list.selector = &s;
 	}
 	req.body_case = VRAM__REQUEST__BODY_LIST;
 	req.list = &list;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r < 0)
 		goto out;
 	const Vram__Response *resp = call.msg->response;
@@ -141,29 +121,38 @@ int vram_list(vram_client *c, const struct vram_selector *sel,
 	}
 	const Vram__ListReply *lr = resp->list;
 	if (lr->n_pools) {
-		infos = calloc(lr->n_pools, sizeof(*infos));
+		infos = calloc(lr->n_pools, entry_size);
 		if (!infos) {
 			r = error_set(ENOMEM, "out of memory");
 			goto out;
 		}
 	}
 	for (size_t i = 0; i < lr->n_pools; i++) {
+		struct vram_pool_info info = { 0 };
+
 		if (!lr->pools[i])
 			continue;
-		if (info_convert(&infos[count], lr->pools[i]) < 0) {
-			vram_pool_info_free(infos, count + 1);
+		/* An entry is written as far as the caller's layout goes;
+		 * info_convert's mappers lie within every layout. */
+		info.size = (uint32_t)entry_size;
+		r = info_convert(&info, lr->pools[i]);
+		memcpy(entry_at(infos, entry_size, count), &info,
+		       entry_size < sizeof(info) ? entry_size : sizeof(info));
+		count++;
+		if (r < 0) {
+			vram_pool_info_free((struct vram_pool_info *)infos,
+					    count);
 			infos = NULL;
 			count = 0;
 			r = error_set(ENOMEM, "out of memory");
 			goto out;
 		}
-		count++;
 	}
 	if (count == 0) {
 		free(infos);
 		infos = NULL;
 	}
-	*out = infos;
+	*out = (struct vram_pool_info *)infos;
 	*n = count;
 out:
 	call_release(&call);
@@ -171,24 +160,28 @@ out:
 	return error_finish(eg, r);
 }
 
-int vram_stats(vram_client *c, struct vram_stats *out)
+int vram_stats(vram_client *c, struct vram_stats *user)
 {
 	unsigned eg = error_generation();
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__Stats st = VRAM__STATS__INIT;
+	struct vram_stats full = { 0 }, *out = &full;
 	struct call call = { 0 };
 	int r;
 
-	if (!out)
+	if (!user)
 		return error_finish(
 			eg, error_set(EINVAL, "vram_stats: out is required"));
-	memset(out, 0, sizeof(*out));
+	r = abi_check(user->size, ABI_MIN_STATS, "vram_stats");
+	if (r < 0)
+		return error_finish(eg, r);
+	abi_write(user, &full, sizeof(full));
 	r = registry_client_enter(c);
 	if (r < 0)
 		return error_finish(eg, r);
 	req.body_case = VRAM__REQUEST__BODY_STATS;
 	req.stats = &st;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r < 0)
 		goto out;
 	const Vram__Response *resp = call.msg->response;
@@ -219,14 +212,15 @@ int vram_stats(vram_client *c, struct vram_stats *out)
 		o->free_bytes = d->free_bytes;
 		o->granularity = d->granularity;
 	}
+	abi_write(user, &full, sizeof(full));
 out:
 	call_release(&call);
 	registry_client_leave(c);
 	return error_finish(eg, r);
 }
 
-int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
-	       int *driver_info)
+int vram_audit(vram_client *c, size_t entry_size,
+	       struct vram_process_usage **out, size_t *n, int *driver_info)
 {
 	unsigned eg = error_generation();
 	Vram__Request req = VRAM__REQUEST__INIT;
@@ -236,24 +230,31 @@ int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
 
 	if (!out || !n)
 		return error_finish(
-			eg, error_set(EINVAL, "vram_audit: out and n are required"));
+			eg, error_set(EINVAL,
+				      "vram_audit: out and n are required"));
 	*out = NULL;
 	*n = 0;
+	r = abi_check_entry(entry_size, ABI_MIN_PROCESS_USAGE,
+			    _Alignof(struct vram_process_usage),
+			    "vram_process_usage");
+	if (r < 0)
+		return error_finish(eg, r);
 	r = registry_client_enter(c);
 	if (r < 0)
 		return error_finish(eg, r);
 	req.body_case = VRAM__REQUEST__BODY_AUDIT;
 	req.audit = &au;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r < 0)
 		goto out;
 	const Vram__Response *resp = call.msg->response;
 	if (resp->body_case != VRAM__RESPONSE__BODY_AUDIT || !resp->audit) {
-		r = error_set(EPROTO, "vramd answered audit with something else");
+		r = error_set(EPROTO,
+			      "vramd answered audit with something else");
 		goto out;
 	}
 	const Vram__AuditReply *a = resp->audit;
-	struct vram_process_usage *u = calloc(a->n_processes + 1, sizeof(*u));
+	char *u = calloc(a->n_processes + 1, entry_size);
 	if (!u) {
 		r = error_set(ENOMEM, "out of memory");
 		goto out;
@@ -261,18 +262,21 @@ int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
 	size_t k = 0;
 	for (size_t i = 0; i < a->n_processes; i++) {
 		const Vram__ProcessUsage *p = a->processes[i];
+		struct vram_process_usage e = { 0 };
 		if (!p)
 			continue;
-		u[k].pid = p->pid;
-		u[k].device = p->device;
-		u[k].used_known = p->used_known;
-		u[k].used_bytes = p->used_bytes;
-		u[k].vramd_bytes = p->vramd_bytes;
-		u[k].is_vramd = p->is_vramd;
-		copy_str(u[k].name, sizeof(u[k].name), p->name);
-		k++;
+		e.size = (uint32_t)entry_size;
+		e.pid = p->pid;
+		e.device = p->device;
+		e.used_known = p->used_known;
+		e.used_bytes = p->used_bytes;
+		e.vramd_bytes = p->vramd_bytes;
+		e.is_vramd = p->is_vramd;
+		copy_str(e.name, sizeof(e.name), p->name);
+		memcpy(entry_at(u, entry_size, k++), &e,
+		       entry_size < sizeof(e) ? entry_size : sizeof(e));
 	}
-	*out = u;
+	*out = (struct vram_process_usage *)u;
 	*n = k;
 	if (driver_info)
 		*driver_info = a->driver_info;

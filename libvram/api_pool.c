@@ -1,264 +1,23 @@
 /* The public pool calls: create, open, close, drop, sub-allocation, and
- * the accessors. */
+ * the accessors. The pool object itself is pool.c's. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "abi.h"
+#include "call.h"
 #include "client.h"
+#include "error.h"
 #include "log.h"
+#include "message.h"
+#include "pool.h"
+#include "registry.h"
+#include "suballoc.h"
 
-struct vram_pool *pool_find(struct vram_client *c, uint64_t id)
-{
-	for (struct vram_pool *p = c->pools; p; p = p->next)
-		if (p->id == id)
-			return p;
-	return NULL;
-}
-
-static struct vram_pool *pool_find_name(struct vram_client *c, const char *name)
-{
-	for (struct vram_pool *p = c->pools; p; p = p->next)
-		if (strcmp(p->name, name) == 0)
-			return p;
-	return NULL;
-}
-
-static void pool_link(struct vram_pool *p)
-{
-	struct vram_client *c = p->client;
-
-	p->next = c->pools;
-	c->pools = p;
-	p->linked = true;
-}
-
-void pool_unlink(struct vram_pool *p)
-{
-	if (!p->linked)
-		return;
-	for (struct vram_pool **pp = &p->client->pools; *pp;
-	     pp = &(*pp)->next) {
-		if (*pp == p) {
-			*pp = p->next;
-			break;
-		}
-	}
-	p->next = NULL;
-	p->linked = false;
-}
-
-void pool_free(struct vram_pool *p)
-{
-	if (!p)
-		return;
-	mapping_release(&p->map);
-	suballoc_fini(&p->sa);
-	free(p);
-}
-
-static const struct client_device *device_find(const struct vram_client *c,
-					       unsigned dev)
-{
-	for (unsigned i = 0; i < c->n_devices; i++)
-		if (c->devices[i].index == dev)
-			return &c->devices[i];
-	return NULL;
-}
-
-static const struct client_device *device_by_uuid(const struct vram_client *c,
-						  const char *uuid)
-{
-	for (unsigned i = 0; i < c->n_devices; i++)
-		if (strcmp(c->devices[i].uuid, uuid) == 0)
-			return &c->devices[i];
-	return NULL;
-}
-
-/* x rounded up to a multiple of a (a > 0); 0 on overflow. */
-static uint64_t round_up(uint64_t x, uint64_t a)
-{
-	uint64_t r = x % a;
-
-	if (r == 0)
-		return x;
-	if (x > UINT64_MAX - (a - r))
-		return 0;
-	return x + (a - r);
-}
-
-static uint64_t pow2_at_least(uint64_t x)
-{
-	uint64_t p = 1;
-
-	while (p < x && p < (1ull << 62))
-		p <<= 1;
-	return p;
-}
-
-/* Fills the pool's device geometry: chunk granularity and range alignment. */
-static void pool_geometry(struct vram_pool *p, const struct client_device *d)
-{
-	uint64_t gran = d && d->granularity ? d->granularity : MIN_ALIGN;
-
-	if (gran < 4096)
-		gran = 4096;
-	p->granularity = gran;
-	p->align = pow2_at_least(gran > MIN_ALIGN ? gran : MIN_ALIGN);
-}
-
-static struct vram_pool *pool_new(struct vram_client *c, unsigned dev,
-				  bool readonly)
-{
-	struct vram_pool *p = calloc(1, sizeof(*p));
-
-	if (!p)
-		return NULL;
-	p->client = c;
-	p->dev = dev;
-	p->readonly = readonly;
-	mapping_init(&p->map, c->vmm, dev, readonly);
-	suballoc_init(&p->sa, 0);
-	return p;
-}
-
-/* What a create or open completion needs besides the pool. */
-struct pool_ctx {
-	struct vram_pool *pool;
-	bool create;
-	uint64_t reserve; /* create: what we asked for */
-};
-
-/* Sets the pool up from the daemon's reply, in the reader, before any
- * event about it can be handled: range, backup, chunks (when active),
- * then links it into the client. On failure nothing is held and the pool
- * is not linked. */
-static int pool_complete(struct vram_client *c, struct call *call,
-			 const Vram__Response *r, const struct wire_frame *f)
-{
-	struct pool_ctx *ctx = call->arg;
-	struct vram_pool *p = ctx->pool;
-	struct mapping_desc *d = NULL;
-	int rc;
-
-	if (r->body_case != VRAM__RESPONSE__BODY_POOL || !r->pool ||
-	    !r->pool->info)
-		return error_set(EPROTO, "vramd answered without a pool");
-	const Vram__PoolReply *pr = r->pool;
-	const Vram__PoolInfo *info = pr->info;
-
-	p->id = info->id;
-	snprintf(p->name, sizeof(p->name), "%s", info->name ? info->name : "");
-	snprintf(p->tag, sizeof(p->tag), "%s", info->tag ? info->tag : "");
-	if (pool_find(c, info->id))
-		return error_set(EALREADY,
-				 "pool %s is already open in this client",
-				 p->name);
-	p->dev = info->device;
-	p->map.dev = info->device;
-	pool_geometry(p, device_find(c, info->device));
-	p->policy = info->policy == VRAM__POLICY__POLICY_HOST ?
-			    VRAM_POLICY_HOST :
-			    VRAM_POLICY_DISCARD;
-	p->flags = info->flags;
-	p->reserve_bytes =
-		info->reserve_bytes ? info->reserve_bytes : ctx->reserve;
-	if (p->reserve_bytes == 0)
-		return error_set(EPROTO, "vramd reports pool %s with no range",
-				 p->name);
-	uint64_t reserve = round_up(p->reserve_bytes, p->align);
-	if (reserve == 0)
-		return error_set(EPROTO,
-				 "pool %s: range of %llu bytes is too large",
-				 p->name, (unsigned long long)p->reserve_bytes);
-	rc = mapping_reserve(&p->map, reserve, p->align);
-	if (rc < 0)
-		return error_set(
-			rc,
-			"cannot reserve %llu bytes of address space for pool %s: %s",
-			(unsigned long long)reserve, p->name, strerror(-rc));
-
-	/* The backup: only a writer ever saves or restores, so a read-only
-	 * mapper leaves it alone. */
-	if (p->policy == VRAM_POLICY_HOST && !p->readonly) {
-		int idx = pr->backup_fd_index;
-		if (idx < 0 || (unsigned)idx >= f->nfds) {
-			rc = error_set(
-				EPROTO,
-				"vramd sent host-policy pool %s without its backup",
-				p->name);
-			goto fail;
-		}
-		rc = mapping_backup_map(&p->map, f->fds[idx]);
-		if (rc < 0) {
-			rc = error_set(rc,
-				       "cannot map the backup of pool %s: %s",
-				       p->name, strerror(-rc));
-			goto fail;
-		}
-	}
-
-	p->size = info->bytes;
-	switch (info->state) {
-	case VRAM__STATE__STATE_ACTIVE:
-	case VRAM__STATE__STATE_RESUMING:
-		p->state = VRAM_STATE_ACTIVE;
-		break;
-	case VRAM__STATE__STATE_PAUSING:
-		p->state = VRAM_STATE_PAUSING;
-		break;
-	default:
-		p->state = VRAM_STATE_PAUSED;
-		break;
-	}
-	/* Chunks come with an active pool; a pool that is pausing or paused
-	 * is mapped by the RESUME event that brings it back. */
-	if (pr->n_chunks > 0 && p->state == VRAM_STATE_ACTIVE) {
-		rc = events_descs(pr->chunks, pr->n_chunks, f, &d);
-		if (rc < 0) {
-			rc = error_set(
-				rc, "vramd sent a bad chunk list for pool %s",
-				p->name);
-			goto fail;
-		}
-		rc = mapping_append(&p->map, d, pr->n_chunks, 1);
-		free(d);
-		if (rc < 0) {
-			rc = error_set(rc, "cannot map pool %s: %s", p->name,
-				       strerror(-rc));
-			goto fail;
-		}
-		p->size = p->map.size;
-	}
-
-	if (ctx->create) {
-		p->owner = true;
-	} else {
-		/* Opening makes us the owner only of an orphaned persistent
-		 * pool; the daemon then names our pid as its owner. Another
-		 * client of this process may own it too: that one keeps it. */
-		p->owner = !p->readonly && (info->flags & VRAM_POOL_PERSIST) &&
-			   info->owner_pid == (uint32_t)getpid() &&
-			   !registry_pool_owned(info->id, p->name);
-	}
-	if (p->owner) {
-		/* A re-opened pool's content stays where it is: sub-allocation
-		 * starts after it. */
-		suballoc_fini(&p->sa);
-		suballoc_init(&p->sa, ctx->create ? 0 : p->size);
-		if (p->map.size > p->sa.size &&
-		    suballoc_grow(&p->sa, p->map.size) < 0) {
-			rc = error_set(ENOMEM, "out of memory");
-			goto fail;
-		}
-	}
-	pool_link(p);
-	return 0;
-fail:
-	mapping_release(&p->map);
-	return rc;
-}
+#define GROW_MIN (64ull << 20)	   /* a pool grows by at least 64 MiB */
+#define GROW_MAX_STEP (1ull << 30) /* and geometrically up to 1 GiB */
 
 static int check_name(const char *what, const char *s, size_t max,
 		      bool required)
@@ -274,10 +33,11 @@ static int check_name(const char *what, const char *s, size_t max,
 	return 0;
 }
 
-int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
+int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 		     vram_pool **out)
 {
 	unsigned eg = error_generation();
+	struct vram_pool_options o, *opts = &o;
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__PoolCreate pc = VRAM__POOL_CREATE__INIT;
 	struct call call = { 0 };
@@ -287,12 +47,16 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 
 	if (out)
 		*out = NULL;
-	if (!out || !opts)
+	if (!out || !in)
 		return error_finish(
 			eg,
 			error_set(
 				EINVAL,
 				"vram_pool_create: out and opts are required"));
+	r = abi_read(&o, sizeof(o), in, ABI_MIN_POOL_OPTIONS,
+		     "vram_pool_options");
+	if (r < 0)
+		return error_finish(eg, r);
 	if ((r = check_name("pool name", opts->name, NAME_MAX_LEN, true)) < 0 ||
 	    (r = check_name("pool tag", opts->tag, TAG_MAX_LEN, false)) < 0)
 		return error_finish(eg, r);
@@ -310,7 +74,8 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 
 	unsigned device = opts->device;
 	if (opts->device_uuid) {
-		const struct client_device *u = device_by_uuid(c, opts->device_uuid);
+		const struct client_device *u =
+			pool_device_by_uuid(c, opts->device_uuid);
 		if (!u) {
 			r = error_set(ENODEV, "vramd has no device %s",
 				      opts->device_uuid);
@@ -318,7 +83,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 		}
 		device = u->index;
 	}
-	const struct client_device *d = device_find(c, device);
+	const struct client_device *d = pool_device(c, device);
 	if (!d) {
 		r = error_set(ENODEV, "vramd has no device %u", device);
 		goto out;
@@ -331,7 +96,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 	pool_geometry(p, d);
 	uint64_t reserve =
 		opts->reserve_bytes ? opts->reserve_bytes : d->total_bytes;
-	reserve = reserve ? round_up(reserve, p->align) : 0;
+	reserve = reserve ? pool_round_up(reserve, p->align) : 0;
 	if (reserve == 0) {
 		pool_free(p);
 		r = error_set(
@@ -344,9 +109,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 	pc.name = (char *)opts->name;
 	pc.tag = (char *)(opts->tag ? opts->tag : "default");
 	pc.device = device;
-	pc.policy = opts->policy == VRAM_POLICY_HOST ?
-			    VRAM__POLICY__POLICY_HOST :
-			    VRAM__POLICY__POLICY_DISCARD;
+	pc.policy = message_policy_to_wire(opts->policy);
 	pc.reserve_bytes = reserve;
 	pc.flags = opts->flags;
 	req.body_case = VRAM__REQUEST__BODY_POOL_CREATE;
@@ -356,7 +119,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 	ctx.reserve = reserve;
 	call.complete = pool_complete;
 	call.arg = &ctx;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r == 0 && c->closing)
 		r = error_set(EPIPE, "the client was closed");
 	if (r < 0) {
@@ -368,7 +131,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 			pd.name = (char *)opts->name;
 			dr.body_case = VRAM__REQUEST__BODY_POOL_DROP;
 			dr.pool_drop = &pd;
-			connection_post(c, &dr);
+			call_post(c, &dr);
 		}
 		pool_free(p);
 	} else {
@@ -431,7 +194,7 @@ int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 	ctx.pool = p;
 	call.complete = pool_complete;
 	call.arg = &ctx;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	if (r == 0 && c->closing)
 		r = error_set(EPIPE, "the client was closed");
 	if (r < 0) {
@@ -446,7 +209,7 @@ int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 			pcl.pool_id = p->id;
 			cr.body_case = VRAM__REQUEST__BODY_POOL_CLOSE;
 			cr.pool_close = &pcl;
-			connection_post(c, &cr);
+			call_post(c, &cr);
 		}
 		pool_free(p);
 	} else {
@@ -485,7 +248,7 @@ void vram_pool_close(vram_pool *p)
 			pc.pool_id = p->id;
 			req.body_case = VRAM__REQUEST__BODY_POOL_CLOSE;
 			req.pool_close = &pc;
-			connection_post(c, &req);
+			call_post(c, &req);
 		}
 	}
 	log_write(VRAM_LOG_DEBUG, "closed pool %s", p->name);
@@ -509,45 +272,13 @@ int vram_pool_drop(vram_client *c, const char *name)
 	pd.name = (char *)name;
 	req.body_case = VRAM__REQUEST__BODY_POOL_DROP;
 	req.pool_drop = &pd;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	call_release(&call);
 	registry_client_leave(c);
 	return error_finish(eg, r);
 }
 
 /* ---- growth and sub-allocation ------------------------------------------ */
-
-/* Maps the chunks a PoolGrow brought, in the reader, before any later
- * event (a pause of this pool) is handled. */
-static int pool_complete_grow(struct vram_client *c, struct call *call,
-			      const Vram__Response *r,
-			      const struct wire_frame *f)
-{
-	struct vram_pool *p = call->arg;
-	struct mapping_desc *d = NULL;
-	int rc;
-
-	if (r->body_case != VRAM__RESPONSE__BODY_GROW || !r->grow)
-		return error_set(EPROTO,
-				 "vramd answered a grow without chunks");
-	if (p->dropped)
-		return error_set(ENOENT, "pool %s was dropped", p->name);
-	rc = events_descs(r->grow->chunks, r->grow->n_chunks, f, &d);
-	if (rc < 0)
-		return error_set(rc, "vramd sent a bad chunk list for pool %s",
-				 p->name);
-	/* A pool paused meanwhile keeps the chunks in its layout only. */
-	rc = mapping_append(&p->map, d, r->grow->n_chunks,
-			    p->state == VRAM_STATE_ACTIVE);
-	free(d);
-	if (rc < 0)
-		return error_set(rc, "cannot map %zu new chunks of pool %s: %s",
-				 r->grow->n_chunks, p->name, strerror(-rc));
-	p->size = p->map.size;
-	if (p->owner && suballoc_grow(&p->sa, p->map.size) < 0)
-		return error_set(ENOMEM, "out of memory");
-	return 0;
-}
 
 /* Asks the daemon for bytes more. Pool entered (lock held), not growing. */
 static int pool_grow(struct vram_pool *p, uint64_t bytes)
@@ -565,7 +296,7 @@ static int pool_grow(struct vram_pool *p, uint64_t bytes)
 	call.complete = pool_complete_grow;
 	call.arg = p;
 	p->growing = true;
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	p->growing = false;
 	pthread_cond_broadcast(&c->cond);
 	call_release(&call);
@@ -592,7 +323,7 @@ static uint64_t pool_room(const struct vram_pool *p)
 static int pool_grow_for(struct vram_pool *p, uint64_t need)
 {
 	uint64_t room = pool_room(p);
-	uint64_t need_r = round_up(need, p->granularity);
+	uint64_t need_r = pool_round_up(need, p->granularity);
 	uint64_t step =
 		p->map.size < GROW_MAX_STEP ? p->map.size : GROW_MAX_STEP;
 
@@ -604,7 +335,7 @@ static int pool_grow_for(struct vram_pool *p, uint64_t need)
 			(unsigned long long)p->reserve_bytes);
 	if (step < GROW_MIN)
 		step = GROW_MIN;
-	step = round_up(step, p->granularity);
+	step = pool_round_up(step, p->granularity);
 	uint64_t g = need_r > step ? need_r : step;
 	if (g > room)
 		g = room;
@@ -711,7 +442,8 @@ int vram_pool_reserve(vram_pool *p, uint64_t bytes)
 			pthread_cond_wait(&p->client->cond, &p->client->lock);
 			continue;
 		}
-		uint64_t need = round_up(bytes - p->map.size, p->granularity);
+		uint64_t need =
+			pool_round_up(bytes - p->map.size, p->granularity);
 		if (need == 0 || need > pool_room(p)) {
 			r = error_set(
 				ENOMEM,
@@ -757,7 +489,7 @@ enum vram_state vram_pool_state(vram_pool *p)
 	enum vram_state s;
 
 	if (registry_pool_enter(p) < 0)
-		return VRAM_STATE_PAUSED;
+		return VRAM_STATE_INVALID;
 	s = p->state;
 	registry_pool_leave(p);
 	return s;

@@ -6,7 +6,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "abi.h"
+#include "call.h"
 #include "client.h"
+#include "error.h"
+#include "message.h"
+#include "pool.h"
+#include "registry.h"
 
 static void report_fill(struct vram_report *rep, const Vram__TransitionReply *t)
 {
@@ -66,10 +72,7 @@ static int transition_run(struct vram_client *c, bool pause,
 	struct call call = { 0 };
 	int r;
 
-	s.name = (char *)(sel->name ? sel->name : "");
-	s.tag = (char *)(sel->tag ? sel->tag : "");
-	s.owner_pid = sel->owner_pid;
-	s.all = sel->all != 0;
+	message_selector_to_wire(sel, &s);
 	t.selector = &s;
 	t.timeout_ms = timeout_ms;
 	if (pause) {
@@ -81,7 +84,7 @@ static int transition_run(struct vram_client *c, bool pause,
 	}
 	/* No limit of our own: the daemon answers once its deadline for the
 	 * mappers' acks has passed. */
-	r = connection_call(c, &req, &call, -1);
+	r = call_run(c, &req, &call, -1);
 	const Vram__Response *resp = call.msg ? call.msg->response : NULL;
 	if (resp && resp->body_case == VRAM__RESPONSE__BODY_TRANSITION &&
 	    resp->transition) {
@@ -94,10 +97,17 @@ static int transition_run(struct vram_client *c, bool pause,
 	return r;
 }
 
-static int check_selector(const struct vram_selector *sel)
+/* Reads the caller's selector into *sel and checks it. */
+static int selector_read(struct vram_selector *sel,
+			 const struct vram_selector *in)
 {
-	if (!sel)
+	int r;
+
+	if (!in)
 		return error_set(EINVAL, "a selector is required");
+	r = abi_read(sel, sizeof(*sel), in, ABI_MIN_SELECTOR, "vram_selector");
+	if (r < 0)
+		return r;
 	if (sel->name && strlen(sel->name) > NAME_MAX_LEN)
 		return error_set(EINVAL, "selector name is too long");
 	if (sel->tag && strlen(sel->tag) > TAG_MAX_LEN)
@@ -105,23 +115,36 @@ static int check_selector(const struct vram_selector *sel)
 	return 0;
 }
 
+/* Checks the caller's report (NULL is fine): 0 or -EINVAL, before
+ * anything is sent. */
+static int report_check(const struct vram_report *report)
+{
+	return report ? abi_check(report->size, ABI_MIN_REPORT, "vram_report") :
+			0;
+}
+
 static int transition_public(vram_client *c, bool pause,
-			     const struct vram_selector *sel,
+			     const struct vram_selector *in,
 			     unsigned timeout_ms, struct vram_report *report)
 {
 	unsigned eg = error_generation();
+	struct vram_selector sel;
+	struct vram_report rep = { 0 };
 	int r;
 
+	r = report_check(report);
+	if (r < 0)
+		return error_finish(eg, r);
+	r = selector_read(&sel, in);
+	if (r == 0)
+		r = registry_client_enter(c);
+	if (r == 0) {
+		r = transition_run(c, pause, &sel, timeout_ms,
+				   report ? &rep : NULL);
+		registry_client_leave(c);
+	}
 	if (report)
-		memset(report, 0, sizeof(*report));
-	r = check_selector(sel);
-	if (r < 0)
-		return error_finish(eg, r);
-	r = registry_client_enter(c);
-	if (r < 0)
-		return error_finish(eg, r);
-	r = transition_run(c, pause, sel, timeout_ms, report);
-	registry_client_leave(c);
+		abi_write(report, &rep, sizeof(rep));
 	return error_finish(eg, r);
 }
 
@@ -140,23 +163,28 @@ int vram_resume(vram_client *c, const struct vram_selector *sel,
 static int transition_pool(vram_pool *p, bool pause, struct vram_report *report)
 {
 	unsigned eg = error_generation();
-	struct vram_selector sel = { 0 };
+	struct vram_selector sel = VRAM_SELECTOR_INIT;
+	struct vram_report rep = { 0 };
 	int r;
 
-	if (report)
-		memset(report, 0, sizeof(*report));
-	r = registry_pool_enter(p);
+	r = report_check(report);
 	if (r < 0)
 		return error_finish(eg, r);
-	if (p->dropped) {
-		r = error_set(ENOENT, "pool %s was dropped", p->name);
-	} else {
-		/* The name is unique on the node and this handle keeps p
-		 * alive for the whole call. */
-		sel.name = p->name;
-		r = transition_run(p->client, pause, &sel, 0, report);
+	r = registry_pool_enter(p);
+	if (r == 0) {
+		if (p->dropped) {
+			r = error_set(ENOENT, "pool %s was dropped", p->name);
+		} else {
+			/* The name is unique on the node and this handle
+			 * keeps p alive for the whole call. */
+			sel.name = p->name;
+			r = transition_run(p->client, pause, &sel, 0,
+					   report ? &rep : NULL);
+		}
+		registry_pool_leave(p);
 	}
-	registry_pool_leave(p);
+	if (report)
+		abi_write(report, &rep, sizeof(rep));
 	return error_finish(eg, r);
 }
 

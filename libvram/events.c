@@ -1,7 +1,7 @@
 /* Events from the daemon: pause, resume, grow and drop of a pool this
  * process maps. They run in the reader, with the client's lock held, in
- * the order the daemon sent them; they never wait on the daemon (the ack
- * is a plain send). See docs/protocol.md, "Events".
+ * the order the daemon sent them; they never wait on the daemon: the ack
+ * an event wants is returned, and the reader (call.c) sends it. See docs/protocol.md, "Events".
  */
 #include <errno.h>
 #include <stdio.h>
@@ -9,29 +9,11 @@
 #include <string.h>
 
 #include "client.h"
+#include "events.h"
 #include "log.h"
-
-int events_descs(Vram__Chunk *const *chunks, size_t n,
-		 const struct wire_frame *f, struct mapping_desc **out)
-{
-	struct mapping_desc *d = calloc(n ? n : 1, sizeof(*d));
-
-	if (!d)
-		return -ENOMEM;
-	for (size_t i = 0; i < n; i++) {
-		const Vram__Chunk *ch = chunks[i];
-		if (!ch || ch->fd_index < 0 ||
-		    (unsigned)ch->fd_index >= f->nfds) {
-			free(d);
-			return -EPROTO;
-		}
-		d[i].offset = ch->offset;
-		d[i].size = ch->size;
-		d[i].fd = f->fds[ch->fd_index];
-	}
-	*out = d;
-	return 0;
-}
+#include "mapping.h"
+#include "pool.h"
+#include "suballoc.h"
 
 /* The bytes of the chunks an event lists (a SAVE lists the pool's layout,
  * without fds). */
@@ -67,19 +49,22 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 		return 0;
 	/* A save that misses part of the pool would be trusted as whole. */
 	if (mapping_bytes_mapped(&p->map) < expect) {
-		snprintf(msg, msglen,
-			 "pool %s: only %llu of its %llu bytes are mapped here; "
-			 "cannot save it",
-			 p->name, (unsigned long long)mapping_bytes_mapped(&p->map),
-			 (unsigned long long)expect);
+		snprintf(
+			msg, msglen,
+			"pool %s: only %llu of its %llu bytes are mapped here; "
+			"cannot save it",
+			p->name,
+			(unsigned long long)mapping_bytes_mapped(&p->map),
+			(unsigned long long)expect);
 		return -EIO;
 	}
 	if (mapping_n_mapped(&p->map) == 0)
 		return 0;
 	if (!p->map.backup || p->readonly) {
-		snprintf(msg, msglen,
-			 "asked to save pool %s but it has no writable backup here",
-			 p->name);
+		snprintf(
+			msg, msglen,
+			"asked to save pool %s but it has no writable backup here",
+			p->name);
 		return -ENODEV;
 	}
 	r = mapping_save(&p->map);
@@ -126,7 +111,7 @@ static int events_resume(struct vram_client *c, struct vram_pool *p,
 			  "pool %s resumed while mapped; remapping", p->name);
 		mapping_unmap_all(&p->map);
 	}
-	r = events_descs(ev->chunks, ev->n_chunks, f, &d);
+	r = mapping_descs_from_wire(ev->chunks, ev->n_chunks, f, &d);
 	if (r < 0) {
 		snprintf(msg, msglen, "resume of pool %s: bad chunk list",
 			 p->name);
@@ -182,7 +167,7 @@ static void events_grow(struct vram_client *c, struct vram_pool *p,
 
 	if (p->dropped)
 		return;
-	r = events_descs(ev->chunks, ev->n_chunks, f, &d);
+	r = mapping_descs_from_wire(ev->chunks, ev->n_chunks, f, &d);
 	if (r < 0) {
 		log_write(VRAM_LOG_ERROR, "grow of pool %s: bad chunk list",
 			  p->name);
@@ -218,20 +203,25 @@ static void events_drop(struct vram_client *c, struct vram_pool *p)
 	log_write(VRAM_LOG_INFO, "pool %s was dropped", p->name);
 }
 
-/* Logs how an event that wants an ack went, and acks it. */
-static void events_answer(struct vram_client *c, const Vram__Event *ev,
-			  const char *what, int r, const char *msg)
+/* Logs how an event that wants an ack went, and fills its ack. Returns 1:
+ * the ack is owed. */
+static int events_answer(const Vram__Event *ev, const char *what, int r,
+			 const char *msg, struct events_ack *ack)
 {
-	log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG, "%s of pool %llu: %s",
-		  what, (unsigned long long)ev->pool_id, r < 0 ? msg : "done");
-	connection_ack(c, ev->event_id, r, msg);
+	log_write(r < 0 ? VRAM_LOG_ERROR : VRAM_LOG_DEBUG,
+		  "%s of pool %llu: %s", what, (unsigned long long)ev->pool_id,
+		  r < 0 ? msg : "done");
+	ack->event_id = ev->event_id;
+	ack->err = r;
+	snprintf(ack->message, sizeof(ack->message), "%s", msg);
+	return 1;
 }
 
-void events_handle(struct vram_client *c, const Vram__Event *ev,
-		   const struct wire_frame *f)
+int events_handle(struct vram_client *c, const Vram__Event *ev,
+		  const struct wire_frame *f, struct events_ack *ack)
 {
 	struct vram_pool *p = pool_find(c, ev->pool_id);
-	char msg[256] = "";
+	char msg[sizeof(ack->message)] = "";
 	int r = 0;
 
 	switch (ev->kind) {
@@ -240,34 +230,34 @@ void events_handle(struct vram_client *c, const Vram__Event *ev,
 		 * release: done. */
 		if (p)
 			r = events_pause(c, p, ev->backup, msg, sizeof(msg));
-		events_answer(c, ev, "pause", r, msg);
-		break;
+		return events_answer(ev, "pause", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_SAVE:
 		if (p)
 			r = events_save(c, p, true, events_bytes(ev), msg,
 					sizeof(msg));
-		events_answer(c, ev, "save", r, msg);
-		break;
+		return events_answer(ev, "save", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_RESUME:
 		if (p)
 			r = events_resume(c, p, ev, f, msg, sizeof(msg));
-		events_answer(c, ev, "resume", r, msg);
-		break;
+		return events_answer(ev, "resume", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_GROW:
 		if (p)
 			events_grow(c, p, ev, f);
-		break;
+		return 0;
 	case VRAM__EVENT_KIND__EVENT_DROP:
 		if (p)
 			events_drop(c, p);
-		break;
+		return 0;
 	default:
 		/* A newer daemon's event: say so rather than leave it waiting. */
 		log_write(VRAM_LOG_WARN, "unknown event kind %d",
 			  (int)ev->kind);
-		if (ev->event_id)
-			connection_ack(c, ev->event_id, -EOPNOTSUPP,
-				       "unknown event kind");
-		break;
+		if (!ev->event_id)
+			return 0;
+		ack->event_id = ev->event_id;
+		ack->err = -EOPNOTSUPP;
+		snprintf(ack->message, sizeof(ack->message),
+			 "unknown event kind");
+		return 1;
 	}
 }

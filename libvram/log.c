@@ -1,4 +1,5 @@
-/* Log handler: nothing is printed unless the program asks for it. */
+/* Log handler: nothing is printed unless the program asks for it. The
+ * handler's rules are in vram.h (vram_set_log_handler). */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -33,7 +34,10 @@ void log_write(enum vram_log_level level, const char *fmt, ...)
 	va_list ap;
 
 	/* Copy the handler out so that it runs without our lock held: a
-	 * handler may itself call into libvram. */
+	 * handler may call vram_set_log_handler() (to remove itself) and the
+	 * other lock-free calls vram.h names. It must not make any other
+	 * libvram call: log_write() runs with a client's lock held, which
+	 * such a call would take again. */
 	pthread_mutex_lock(&log_lock);
 	fn = log_fn;
 	max = log_max;

@@ -6,7 +6,8 @@
 #include "vram.h"
 
 /* Formats and hands a message to the handler if one is installed for this
- * level. Safe from any thread, with or without libvram locks held. */
+ * level. Safe from any thread, with or without libvram locks held: the
+ * log's own lock is not held while the handler runs. */
 void log_write(enum vram_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

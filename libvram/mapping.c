@@ -8,6 +8,29 @@
 #include "log.h"
 #include "mapping.h"
 
+int mapping_descs_from_wire(Vram__Chunk *const *chunks, size_t n,
+			    const struct wire_frame *f,
+			    struct mapping_desc **out)
+{
+	struct mapping_desc *d = calloc(n ? n : 1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const Vram__Chunk *ch = chunks[i];
+		if (!ch || ch->fd_index < 0 ||
+		    (unsigned)ch->fd_index >= f->nfds) {
+			free(d);
+			return -EPROTO;
+		}
+		d[i].offset = ch->offset;
+		d[i].size = ch->size;
+		d[i].fd = f->fds[ch->fd_index];
+	}
+	*out = d;
+	return 0;
+}
+
 void mapping_init(struct mapping *m, struct vmm *vmm, unsigned dev,
 		  int readonly)
 {

@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 #include "vmm.h"
+#include "vram.pb-c.h"
+#include "wire.h"
 
 struct mapping_chunk {
 	uint64_t offset, size;
@@ -49,6 +51,13 @@ struct mapping {
 	size_t n_regions, cap_regions;
 	uint64_t registered; /* backup registered over [0, registered) */
 };
+
+/* Turns a message's chunk list into descs with fds from the frame f (the
+ * fds stay f's). -EPROTO if an fd index is out of range, -ENOMEM. *out is
+ * malloc()ed. */
+int mapping_descs_from_wire(Vram__Chunk *const *chunks, size_t n,
+			    const struct wire_frame *f,
+			    struct mapping_desc **out);
 
 void mapping_init(struct mapping *m, struct vmm *vmm, unsigned dev,
 		  int readonly);

@@ -1,121 +1,42 @@
 /* Every live client and pool of the process, so that closing twice,
  * closing NULL, or closing at exit in any order is safe: a handle that is
  * not here is already closed (or never was a handle) and every call on it
- * is refused without touching it. An atexit handler and a destructor close
- * what is left, pools before clients.
+ * is refused without touching it.
  *
  * Public calls enter through here: under the registry's lock a live
  * handle's in-progress counter is raised, which its close waits for, so a
  * handle is never freed under a call.
  *
- * fork(): a child inherits every client's socket, which is the parent's
- * session. The child must never read from it, write to it (a pool close
- * there would close the parent's pool) or keep it open (the daemon would
- * not see the parent leave). So an atfork handler closes the child's
- * copies of those fds at once and marks the clients forked: in the child
- * every call on them fails with -EPIPE and closing them only forgets
- * them. Their memory is not freed there, since another thread of the
- * parent may have held their locks at the fork.
+ * The registry is a table: it calls nothing above it. The exit and fork
+ * hooks that walk it live in client.c.
  */
 #include <errno.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "client.h"
+#include "error.h"
+#include "pool.h"
+#include "registry.h"
 
-static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
 static struct vram_client *registry_clients;
 static struct vram_pool *registry_pools;
-static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
-
-static void registry_close_all(void)
-{
-	for (;;) {
-		pthread_mutex_lock(&registry_lock);
-		struct vram_pool *p = registry_pools;
-		pthread_mutex_unlock(&registry_lock);
-		if (!p)
-			break;
-		/* A no-op if another thread closed it meanwhile. */
-		vram_pool_close(p);
-	}
-	for (;;) {
-		pthread_mutex_lock(&registry_lock);
-		struct vram_client *c = registry_clients;
-		pthread_mutex_unlock(&registry_lock);
-		if (!c)
-			break;
-		vram_client_close(c);
-	}
-}
-
-static void registry_atexit(void)
-{
-	registry_close_all();
-}
-
-/* Runs at exit after the atexit handlers, or when the library is
- * unloaded: by then usually nothing is left. */
-__attribute__((destructor)) static void registry_destructor(void)
-{
-	registry_close_all();
-}
-
-static void registry_fork_prepare(void)
-{
-	pthread_mutex_lock(&registry_lock);
-}
-
-static void registry_fork_parent(void)
-{
-	pthread_mutex_unlock(&registry_lock);
-}
-
-/* In the child, right after fork(): only async-signal-safe calls. */
-static void registry_fork_child(void)
-{
-	for (struct vram_client *c = registry_clients; c; c = c->reg_next) {
-		if (c->forked)
-			continue;
-		c->forked = true;
-		if (c->sock >= 0)
-			close(c->sock);
-		if (c->wake_fd >= 0)
-			close(c->wake_fd);
-		c->sock = -1;
-		c->wake_fd = -1;
-		/* Chunk fds read but not yet handled hold memory too. */
-		for (unsigned i = 0; i < c->rx.nfds; i++)
-			close(c->rx.fds[i]);
-		c->rx.nfds = 0;
-	}
-	pthread_mutex_unlock(&registry_lock);
-}
-
-static void registry_init(void)
-{
-	atexit(registry_atexit);
-	pthread_atfork(registry_fork_prepare, registry_fork_parent,
-		       registry_fork_child);
-}
 
 void registry_client_add(struct vram_client *c)
 {
-	pthread_once(&registry_once, registry_init);
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&registry_mutex);
 	c->reg_next = registry_clients;
 	registry_clients = c;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&registry_mutex);
 }
 
 void registry_pool_add(struct vram_pool *p)
 {
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&registry_mutex);
 	p->reg_next = registry_pools;
 	registry_pools = p;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&registry_mutex);
 }
 
 static bool registry_has_client(const struct vram_client *c)
@@ -140,12 +61,12 @@ int registry_client_enter(struct vram_client *c)
 
 	if (!c)
 		return error_set(EINVAL, "no client (NULL)");
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&registry_mutex);
 	live = registry_has_client(c);
 	forked = live && c->forked;
 	if (live && !forked)
 		__atomic_add_fetch(&c->busy, 1, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&registry_mutex);
 	if (!live)
 		return error_set(EINVAL,
 				 "not an open client (closed already?)");
@@ -170,7 +91,7 @@ int registry_pool_enter(struct vram_pool *p)
 
 	if (!p)
 		return error_set(EINVAL, "no pool (NULL)");
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&registry_mutex);
 	live = registry_has_pool(p);
 	forked = live && p->client->forked;
 	if (live && !forked) {
@@ -179,7 +100,7 @@ int registry_pool_enter(struct vram_pool *p)
 		__atomic_add_fetch(&p->users, 1, __ATOMIC_SEQ_CST);
 		__atomic_add_fetch(&p->client->busy, 1, __ATOMIC_SEQ_CST);
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&registry_mutex);
 	if (!live)
 		return error_set(EINVAL, "not an open pool (closed already?)");
 	if (forked)
@@ -205,11 +126,11 @@ bool registry_pool_owned(uint64_t id, const char *name)
 {
 	bool owned = false;
 
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&registry_mutex);
 	for (struct vram_pool *x = registry_pools; x; x = x->reg_next)
 		if (x->owner && x->id == id && strcmp(x->name, name) == 0)
 			owned = true;
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&registry_mutex);
 	return owned;
 }
 
@@ -220,7 +141,7 @@ bool registry_client_take(struct vram_client *c, bool *forked)
 	*forked = false;
 	if (!c)
 		return false;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&registry_mutex);
 	for (struct vram_client **pp = &registry_clients; *pp;
 	     pp = &(*pp)->reg_next) {
 		if (*pp == c) {
@@ -243,7 +164,7 @@ bool registry_client_take(struct vram_client *c, bool *forked)
 			}
 		}
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&registry_mutex);
 	return found;
 }
 
@@ -254,7 +175,7 @@ bool registry_pool_take(struct vram_pool *p, bool *forked)
 	*forked = false;
 	if (!p)
 		return false;
-	pthread_mutex_lock(&registry_lock);
+	pthread_mutex_lock(&registry_mutex);
 	for (struct vram_pool **pp = &registry_pools; *pp;
 	     pp = &(*pp)->reg_next) {
 		if (*pp == p) {
@@ -270,6 +191,46 @@ bool registry_pool_take(struct vram_pool *p, bool *forked)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&registry_mutex);
 	return found;
+}
+
+struct vram_pool *registry_any_pool(void)
+{
+	struct vram_pool *p;
+
+	pthread_mutex_lock(&registry_mutex);
+	p = registry_pools;
+	pthread_mutex_unlock(&registry_mutex);
+	return p;
+}
+
+struct vram_client *registry_any_client(void)
+{
+	struct vram_client *c;
+
+	pthread_mutex_lock(&registry_mutex);
+	c = registry_clients;
+	pthread_mutex_unlock(&registry_mutex);
+	return c;
+}
+
+void registry_lock(void)
+{
+	pthread_mutex_lock(&registry_mutex);
+}
+
+void registry_unlock(void)
+{
+	pthread_mutex_unlock(&registry_mutex);
+}
+
+struct vram_client *registry_client_first(void)
+{
+	return registry_clients;
+}
+
+struct vram_client *registry_client_next(struct vram_client *c)
+{
+	return c->reg_next;
 }

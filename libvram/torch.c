@@ -41,6 +41,8 @@
 #include <sys/types.h>
 
 #include "client.h"
+#include "pool.h"
+#include "registry.h"
 #include "log.h"
 #include "vmm.h"
 

@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,36 +494,4 @@ int wire_tx_flush(struct wire_tx *tx, int sock)
 		}
 	}
 	return 1;
-}
-
-int wire_send(int sock, const void *payload, size_t len, const int *fds,
-	      unsigned nfds)
-{
-	struct wire_tx tx;
-	int err;
-
-	wire_tx_init(&tx);
-	err = wire_tx_queue(&tx, payload, len, fds, nfds);
-	if (err < 0)
-		return err;
-	for (;;) {
-		err = wire_tx_flush(&tx, sock);
-		if (err != 0)
-			break;
-		/* The socket may be non-blocking (a client shares it with
-		 * its reader): wait until it takes more. */
-		struct pollfd p = { .fd = sock, .events = POLLOUT };
-		int r = poll(&p, 1, -1);
-		if (r < 0 && errno != EINTR) {
-			err = -errno;
-			break;
-		}
-		if (r > 0 && (p.revents & POLLNVAL)) {
-			err = -EBADF;
-			break;
-		}
-		/* POLLERR and POLLHUP: the next flush reports the error. */
-	}
-	wire_tx_free(&tx);
-	return err < 0 ? err : 0;
 }

@@ -84,9 +84,4 @@ int wire_tx_queue(struct wire_tx *tx, const void *payload, size_t len,
  * (wait for POLLOUT), or -errno (the session is broken). */
 int wire_tx_flush(struct wire_tx *tx, int sock);
 
-/* Blocking helper for clients: queues and writes one frame, waiting with
- * poll() for the socket to take it. Returns 0 or -errno. */
-int wire_send(int sock, const void *payload, size_t len, const int *fds,
-	      unsigned nfds);
-
 #endif

@@ -100,7 +100,8 @@ int cmd_audit(struct ctl *ctl, int argc, char **argv)
 	r = ctl_connect(ctl);
 	if (r)
 		return r;
-	r = vram_audit(ctl->client, &u, &n, &driver_info);
+	r = vram_audit(ctl->client, sizeof(struct vram_process_usage), &u, &n,
+		       &driver_info);
 	if (r < 0) {
 		ctl_save_error(r, msg, sizeof(msg));
 		return ctl_report_error(ctl, "cannot audit the devices", r, msg);

@@ -158,7 +158,7 @@ int cmd_ls(struct ctl *ctl, int argc, char **argv)
 		{ "owner", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct vram_selector sel = { .all = 1 };
+	struct vram_selector sel = { .size = sizeof(sel), .all = 1 };
 	struct vram_pool_info *pools = NULL;
 	char msg[CTL_FMT_MAX];
 	bool filtered;
@@ -176,7 +176,8 @@ int cmd_ls(struct ctl *ctl, int argc, char **argv)
 	if (r)
 		return r;
 	/* all = 1 with fields set means "every pool with these fields". */
-	r = vram_list(ctl->client, filtered ? &sel : NULL, &pools, &n);
+	r = vram_list(ctl->client, filtered ? &sel : NULL,
+		      sizeof(struct vram_pool_info), &pools, &n);
 	if (r == -ENOENT) {
 		n = 0; /* nothing matched: an empty list, not a failure */
 	} else if (r < 0) {
@@ -261,7 +262,7 @@ static int pool_command_args(struct ctl *ctl, int argc, char **argv,
 
 int cmd_show(struct ctl *ctl, int argc, char **argv)
 {
-	struct vram_selector sel = { 0 };
+	struct vram_selector sel = VRAM_SELECTOR_INIT;
 	struct vram_pool_info *pools = NULL;
 	char msg[CTL_FMT_MAX], what[CTL_FMT_MAX];
 	size_t n = 0;
@@ -273,7 +274,8 @@ int cmd_show(struct ctl *ctl, int argc, char **argv)
 	r = ctl_connect(ctl);
 	if (r)
 		return r;
-	r = vram_list(ctl->client, &sel, &pools, &n);
+	r = vram_list(ctl->client, &sel, sizeof(struct vram_pool_info), &pools,
+		      &n);
 	if (r == -ENOENT) {
 		pools = NULL; /* nothing matched */
 		n = 0;

@@ -99,7 +99,7 @@ int cmd_status(struct ctl *ctl, int argc, char **argv)
 	static const struct option longopts[] = { CTL_COMMON_LONGOPTS,
 						  { NULL, 0, NULL, 0 } };
 	char msg[CTL_FMT_MAX];
-	struct vram_stats st = { 0 };
+	struct vram_stats st = VRAM_STATS_INIT;
 	int r;
 
 	r = ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS, longopts,

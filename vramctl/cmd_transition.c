@@ -177,8 +177,8 @@ static int transition_run(struct ctl *ctl, const struct transition *tr,
 		{ "all", no_argument, NULL, 'a' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct vram_selector sel = { 0 };
-	struct vram_report rep = { 0 };
+	struct vram_selector sel = VRAM_SELECTOR_INIT;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	char msg[CTL_FMT_MAX] = "";
 	int r, code;
 

@@ -19,6 +19,19 @@
  *   the parent's session): calls on them return -EPIPE, closing them is a
  *   no-op, and the child holds neither the connection nor pool memory.
  *   Connect again in the child.
+ * - Structs grow at their end: every struct the caller allocates and passes
+ *   in (vram_pool_options, vram_selector, vram_report, vram_stats) starts
+ *   with uint32_t size, which the caller sets to sizeof the struct, best
+ *   with its VRAM_*_INIT macro. libvram reads and writes only the bytes
+ *   that size covers, so a program built against an older vram.h keeps
+ *   working with a newer libvram, and the other way round: fields a
+ *   library does not know are left as the caller set them (zero with the
+ *   INIT macro). A size of 0 (a struct not initialised) or below the
+ *   struct's first sized layout is refused with -EINVAL. Arrays libvram
+ *   allocates (vram_list, vram_audit) are laid out with the entry size the
+ *   caller passes, and each entry's size field says it. The structs nested
+ *   in these (vram_mapper_info, vram_device_info) are fixed: what they may
+ *   one day add comes as new fields of the struct that holds them.
  */
 #ifndef VRAM_H
 #define VRAM_H
@@ -32,9 +45,9 @@ extern "C" {
 #endif
 
 #define VRAM_VERSION_MAJOR 0
-#define VRAM_VERSION_MINOR 1
+#define VRAM_VERSION_MINOR 2
 #define VRAM_VERSION_PATCH 0
-#define VRAM_VERSION_STRING "0.1.0"
+#define VRAM_VERSION_STRING "0.2.0"
 #define VRAM_VERSION_NUMBER \
 	(VRAM_VERSION_MAJOR * 10000 + VRAM_VERSION_MINOR * 100 + VRAM_VERSION_PATCH)
 
@@ -45,6 +58,21 @@ int vram_version_number(void);
 
 /* Default socket; the VRAM_SOCKET environment variable overrides it. */
 #define VRAM_DEFAULT_SOCKET "/run/vramd/vramd.sock"
+
+/* An initialiser for a sized struct: size set, every other field zero.
+ * Designated in C, so that -Wextra's missing-field-initializers stays
+ * quiet; in C++ (designated initialisers came in C++20) a lambda that
+ * value-initialises one and sets its size. */
+#ifdef __cplusplus
+#define VRAM_SIZED_INIT_(type)           \
+	([] {                            \
+		type vram_t_{};          \
+		vram_t_.size = sizeof(type); \
+		return vram_t_;          \
+	}())
+#else
+#define VRAM_SIZED_INIT_(type) { .size = sizeof(type) }
+#endif
 
 typedef struct vram_client vram_client;
 typedef struct vram_pool vram_pool;
@@ -64,8 +92,11 @@ typedef void (*vram_log_fn)(enum vram_log_level level, const char *msg,
 /* Installs a process-wide log handler for messages up to max_level. NULL
  * removes it (the default: libvram prints nothing). The message string is
  * only valid during the call. The handler may run on any thread that is in
- * a libvram call, or on the event thread, with libvram's locks held: it
- * must not call libvram functions (vram_last_error() aside). */
+ * a libvram call, or on the event thread, with a client's lock held: it
+ * must not call libvram functions, except these, which take no lock:
+ * vram_last_error(), vram_set_log_handler() (to remove itself, say),
+ * vram_version(), vram_version_number(), vram_state_name() and
+ * vram_policy_name(). Any other call may deadlock. */
 void vram_set_log_handler(vram_log_fn fn, enum vram_log_level max_level,
 			  void *userdata);
 
@@ -90,10 +121,13 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 void vram_client_close(vram_client *c);
 
 /* A no-op round trip to the daemon: 0 when it answers. For health checks
- * and for measuring the control path's latency. */
+ * and for measuring the control path's latency. Errors: -EINVAL not an
+ * open client, -EPIPE the connection is gone (or the client was inherited
+ * through fork()). */
 int vram_ping(vram_client *c);
 
-/* Backend the daemon runs: "host", "cuda" or "hip". Owned by the client. */
+/* Backend the daemon runs: "host", "cuda" or "hip". Owned by the client.
+ * NULL (vram_last_error() set) if c is not an open client. */
 const char *vram_client_backend(vram_client *c);
 
 /* ---- events from the daemon ---------------------------------------------
@@ -108,16 +142,20 @@ const char *vram_client_backend(vram_client *c);
  */
 
 /* The connection's fd, for poll/epoll (POLLIN). Owned by the client: do
- * not read from it or close it. */
+ * not read from it or close it. Errors: -EINVAL not an open client,
+ * -EPIPE inherited through fork(). */
 int vram_client_fd(vram_client *c);
 
 /* Handles every event that has arrived, waiting up to timeout_ms (0: do not
- * wait, -1: forever) for the first one. Returns the number handled or
- * -errno (-EPIPE: the daemon went away; pools keep their memory). */
+ * wait, -1: forever) for the first one. Returns the number handled (0
+ * when another thread holds the reader role, and so handles them) or
+ * -errno: -EPIPE the daemon went away (pools keep their memory), -EINVAL
+ * a timeout below -1 or not an open client. */
 int vram_client_dispatch(vram_client *c, int timeout_ms);
 
 /* Starts one background thread that handles events until the client is
- * closed. Returns 0, -EALREADY, or -errno from pthread_create. */
+ * closed. Returns 0, -EALREADY, -EPIPE the connection is gone, -EINVAL
+ * not an open client, or -errno from pthread_create. */
 int vram_client_start_thread(vram_client *c);
 
 /* ---- pools -------------------------------------------------------------- */
@@ -128,6 +166,8 @@ enum vram_policy {
 };
 
 enum vram_state {
+	VRAM_STATE_INVALID = -1, /* vram_pool_state() on a closed or unknown
+				  * handle; never a pool's state */
 	VRAM_STATE_ACTIVE = 0,
 	VRAM_STATE_PAUSING = 1,
 	VRAM_STATE_PAUSED = 2,
@@ -141,6 +181,7 @@ enum vram_state {
 #define VRAM_OPEN_READONLY 0x1u
 
 struct vram_pool_options {
+	uint32_t size;          /* sizeof(struct vram_pool_options) */
 	const char *name;       /* unique on the node; required */
 	const char *tag;        /* e.g. "weights", "kv_cache"; NULL: "default" */
 	unsigned device;        /* device index */
@@ -152,11 +193,15 @@ struct vram_pool_options {
 				  * then replaces device */
 };
 
+#define VRAM_POOL_OPTIONS_INIT VRAM_SIZED_INIT_(struct vram_pool_options)
+
 /* Creates a pool owned by this client and reserves its virtual range. No
  * physical memory is taken until the first vram_alloc/vram_pool_reserve.
  * *out is owned by the caller until vram_pool_close() or until the client
- * is closed. Errors: -EEXIST name taken, -ENODEV no such device, -EINVAL,
- * -ENOMEM. */
+ * is closed. opts->size must be set (VRAM_POOL_OPTIONS_INIT). Errors:
+ * -EEXIST name taken, -ENODEV no such device, -EINVAL (bad or missing
+ * argument, name, tag, policy, flags or size), -ENOMEM, -EPIPE the
+ * connection is gone. */
 int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
 		     vram_pool **out);
 
@@ -165,7 +210,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *opts,
  * VRAM_OPEN_READONLY. Other processes' pools can be read and written at
  * vram_pool_base() but not sub-allocated. -ENOENT no such pool, -EPERM,
  * -EALREADY if this client has it open already, -EBUSY while it pauses or
- * resumes. */
+ * resumes, -EINVAL (bad name, flags or client), -ENOMEM, -EPIPE. */
 int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 		   vram_pool **out);
 
@@ -175,11 +220,13 @@ int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 void vram_pool_close(vram_pool *p);
 
 /* Drops a pool by name (owner, same uid, or root): every mapper loses it
- * and its memory and backup are freed. */
+ * and its memory and backup are freed. Errors: -ENOENT no such pool,
+ * -EPERM not the owner, the owner's uid or root, -EINVAL bad name or
+ * client, -EPIPE the connection is gone. */
 int vram_pool_drop(vram_client *c, const char *name);
 
 /* Accessors. On a closed or unknown handle they return 0 (NULL for the
- * name, VRAM_STATE_PAUSED for the state). */
+ * name, VRAM_STATE_INVALID for the state), with vram_last_error() set. */
 
 /* Base address of the pool's virtual range (device pointer on GPUs); stays
  * the same across pause and resume. */
@@ -191,16 +238,21 @@ uint64_t vram_pool_size(vram_pool *p);
 enum vram_state vram_pool_state(vram_pool *p);
 const char *vram_pool_name(vram_pool *p);
 
-/* Grows the pool so that at least bytes are mapped. */
+/* Grows the pool so that at least bytes are mapped. Errors: -ENOMEM the
+ * range or the device is full, -EBUSY while paused, -EPERM a pool this
+ * client does not own, -ENOENT dropped, -EINVAL not an open pool,
+ * -EPIPE. */
 int vram_pool_reserve(vram_pool *p, uint64_t bytes);
 
 /* Sub-allocates size bytes (aligned to 256) from the pool, growing it by a
  * large chunk through the daemon when full. The pointer is valid until
  * vram_free or vram_pool_close, across pause/resume (its content is lost
  * on pause for VRAM_POLICY_DISCARD). -EBUSY while paused, -ENOMEM,
- * -EPERM on a pool this client does not own. */
+ * -EPERM on a pool this client does not own, -ENOENT dropped, -EINVAL
+ * (size 0, ptr NULL, not an open pool), -EPIPE. */
 int vram_alloc(vram_pool *p, size_t size, void **ptr);
-/* Frees a pointer from vram_alloc. NULL is a no-op; -EINVAL if unknown. */
+/* Frees a pointer from vram_alloc. NULL is a no-op; -EINVAL if unknown or
+ * not an open pool, -ENOENT if the pool was dropped. */
 int vram_free(vram_pool *p, void *ptr);
 
 /* ---- pause and resume --------------------------------------------------- */
@@ -208,14 +260,18 @@ int vram_free(vram_pool *p, void *ptr);
 /* Which pools: every field that is set must match. An empty selector
  * matches nothing unless all is 1. */
 struct vram_selector {
+	uint32_t size;     /* sizeof(struct vram_selector) */
 	const char *name;  /* pool name or NULL */
 	const char *tag;   /* tag or NULL */
 	uint32_t owner_pid; /* 0: any */
 	int all;           /* 1: every pool (with the fields above) */
 };
 
+#define VRAM_SELECTOR_INIT VRAM_SIZED_INIT_(struct vram_selector)
+
 /* What a pause or resume did. */
 struct vram_report {
+	uint32_t size;        /* sizeof(struct vram_report), set by the caller */
 	uint32_t pools;       /* pools that changed state */
 	uint64_t bytes;       /* bytes released (pause) or brought back */
 	uint64_t free_before; /* device free memory before, all devices */
@@ -223,23 +279,29 @@ struct vram_report {
 	uint32_t failed;      /* pools that did not complete */
 };
 
+#define VRAM_REPORT_INIT VRAM_SIZED_INIT_(struct vram_report)
+
 /* Pauses every selected pool: mappers save backups and unmap, then the
  * physical memory returns to the device. Blocks until done or until
  * timeout_ms (0: the daemon's default) passes for a mapper's ack. report
- * may be NULL. Returns 0 when every pool paused; -ETIMEDOUT (pools stay
- * PAUSING, vram_last_error names the late pids; call again to wait more),
- * -EALREADY if all were paused, or another -errno; report is filled in
- * every case. */
+ * may be NULL; if not, its size must be set (VRAM_REPORT_INIT). Returns 0
+ * when every pool paused; -ETIMEDOUT (pools stay PAUSING, vram_last_error
+ * names the late pids; call again to wait more), -EALREADY if all were
+ * paused, -ENOENT if none matched, -EPERM, -EINVAL (bad selector, sizes
+ * or client: then nothing is sent), -EPIPE the connection is gone; report
+ * is filled in every case but -EINVAL. */
 int vram_pause(vram_client *c, const struct vram_selector *sel,
 	       unsigned timeout_ms, struct vram_report *report);
 
 /* Resumes every selected pool at the same addresses, restoring backups.
- * -ENOMEM if the device lacks the memory: the pool stays PAUSED with its
- * backup, and the call can be retried. */
+ * Same arguments, report and errors as vram_pause, and -ENOMEM if the
+ * device lacks the memory: the pool stays PAUSED with its backup, and the
+ * call can be retried. */
 int vram_resume(vram_client *c, const struct vram_selector *sel,
 		unsigned timeout_ms, struct vram_report *report);
 
-/* Shortcuts for one pool of this client. */
+/* Shortcuts for one pool of this client, with vram_pause's errors, and
+ * -ENOENT if the pool was dropped, -EINVAL if p is not an open pool. */
 int vram_pool_pause(vram_pool *p, struct vram_report *report);
 int vram_pool_resume(vram_pool *p, struct vram_report *report);
 
@@ -252,7 +314,11 @@ struct vram_mapper_info {
 	int readonly;
 };
 
+/* An entry of vram_list()'s array. size is the entry size the caller
+ * passed, which is also the array's stride: leave it as it is for
+ * vram_pool_info_free(). */
 struct vram_pool_info {
+	uint32_t size;
 	uint64_t id;
 	char name[128];
 	char tag[64];
@@ -271,10 +337,17 @@ struct vram_pool_info {
 	struct vram_mapper_info *mappers; /* n_mappers entries */
 };
 
-/* Lists pools matching sel (NULL: all). *out is an array of *n entries
- * owned by the caller; free it with vram_pool_info_free(*out, *n). */
+/* Lists pools matching sel (NULL: all; an empty selector lists every pool
+ * too). entry_size: sizeof(struct vram_pool_info), the entry layout the
+ * caller was built with. *out is an array of *n entries of entry_size
+ * bytes owned by the caller (NULL when *n is 0); free it with
+ * vram_pool_info_free(*out, *n), which also frees each entry's mappers.
+ * Errors: -EINVAL (out or n NULL, bad selector, entry_size 0, too small
+ * or not a multiple of the struct's alignment, bad client), -ENOMEM,
+ * -EPIPE the connection is gone. */
 int vram_list(vram_client *c, const struct vram_selector *sel,
-	      struct vram_pool_info **out, size_t *n);
+	      size_t entry_size, struct vram_pool_info **out, size_t *n);
+/* Frees vram_list()'s array. NULL is a no-op. */
 void vram_pool_info_free(struct vram_pool_info *infos, size_t n);
 
 struct vram_device_info {
@@ -287,19 +360,27 @@ struct vram_device_info {
 
 #define VRAM_MAX_DEVICES 16
 
+/* The daemon's figures, for vramctl status. */
 struct vram_stats {
-	char backend[16];
+	uint32_t size;         /* sizeof(struct vram_stats), set by the caller */
+	char backend[16];      /* "host", "cuda" or "hip" */
 	char daemon_version[32];
-	uint32_t sessions;
-	uint32_t pools;
+	uint32_t sessions;     /* clients connected */
+	uint32_t pools;        /* pools on the node */
 	uint64_t used_bytes;   /* device bytes held through vramd */
 	uint64_t backup_bytes; /* host bytes in backups */
 	uint32_t open_fds;     /* the daemon's open fds */
 	uint64_t uptime_ms;
-	unsigned n_devices;
+	unsigned n_devices;    /* devices[] entries filled */
 	struct vram_device_info devices[VRAM_MAX_DEVICES];
 };
 
+#define VRAM_STATS_INIT VRAM_SIZED_INIT_(struct vram_stats)
+
+/* Fills *out (its size set: VRAM_STATS_INIT). The part size covers is
+ * zeroed first, so it is whole even on failure. Errors: -EINVAL (out NULL,
+ * bad size or client), -EPROTO a reply that makes no sense, -EPIPE the
+ * connection is gone. */
 int vram_stats(vram_client *c, struct vram_stats *out);
 
 /* One process using a device: what it maps through vramd, and what the
@@ -309,6 +390,7 @@ int vram_stats(vram_client *c, struct vram_stats *out);
  * H200, a process with a 1 GiB vramd pool and a context was charged
  * 518 MiB.) */
 struct vram_process_usage {
+	uint32_t size;        /* the entry size passed to vram_audit */
 	uint32_t pid;
 	unsigned device;
 	int used_known;       /* 0: the driver did not report this process */
@@ -319,14 +401,19 @@ struct vram_process_usage {
 };
 
 /* Lists every process using a device (as the driver reports them) and
- * every vramd client, with the memory each holds. *out is an array of *n
- * entries owned by the caller (free()). driver_info (may be NULL) is set
- * to 0 when the backend cannot list processes (the host backend): then
- * only vramd clients appear. */
-int vram_audit(vram_client *c, struct vram_process_usage **out, size_t *n,
-	       int *driver_info);
+ * every vramd client, with the memory each holds. entry_size:
+ * sizeof(struct vram_process_usage). *out is an array of *n entries of
+ * entry_size bytes owned by the caller: free it with free(), as its
+ * entries own no memory (unlike vram_list's, which need
+ * vram_pool_info_free). driver_info (may be NULL) is set to 0 when the
+ * backend cannot list processes (the host backend): then only vramd
+ * clients appear. Errors: -EINVAL (out or n NULL, bad entry_size or
+ * client), -ENOMEM, -EPROTO, -EPIPE. */
+int vram_audit(vram_client *c, size_t entry_size,
+	       struct vram_process_usage **out, size_t *n, int *driver_info);
 
-/* Human names: "active", "paused", ...; "discard", "host". Static. */
+/* Human names: "active", "paused", ...; "discard", "host"; "unknown" for a
+ * value that is none of them (VRAM_STATE_INVALID: "invalid"). Static. */
 const char *vram_state_name(enum vram_state s);
 const char *vram_policy_name(enum vram_policy p);
 

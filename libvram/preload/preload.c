@@ -361,7 +361,7 @@ static int preload_connect_locked(void)
  * with the reason in preload_msg. */
 static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 {
-	struct vram_pool_options o = { 0 };
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
 	struct preload_pool *pp;
 	vram_pool *p = NULL;
 	char name[160];

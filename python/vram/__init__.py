@@ -460,7 +460,13 @@ class Client:
         else:
             sel = byref(_selector(name, tag, owner_pid, True))
         _check(
-            _lib.lib.vram_list(self._handle(), sel, byref(out), byref(n)),
+            _lib.lib.vram_list(
+                self._handle(),
+                sel,
+                ctypes.sizeof(_lib.PoolInfo),
+                byref(out),
+                byref(n),
+            ),
             "vram_list",
         )
         try:
@@ -518,7 +524,13 @@ class Client:
         n = c_size_t()
         info = c_int()
         _check(
-            _lib.lib.vram_audit(self._handle(), byref(out), byref(n), byref(info)),
+            _lib.lib.vram_audit(
+                self._handle(),
+                ctypes.sizeof(_lib.ProcessUsage),
+                byref(out),
+                byref(n),
+                byref(info),
+            ),
             "vram_audit",
         )
         try:
@@ -621,8 +633,14 @@ class Pool:
 
     @property
     def state(self):
-        """The state as this process last saw it."""
-        return State(_lib.lib.vram_pool_state(self._handle()))
+        """The state as this process last saw it. Raises VramError (EINVAL)
+        when libvram no longer knows the handle (its client was closed)."""
+        s = _lib.lib.vram_pool_state(self._handle())
+        if s == _lib.STATE_INVALID:
+            raise VramError(
+                _errno.EINVAL, f"vram_pool_state {self.name}", _lib.last_error()
+            )
+        return State(s)
 
     def info(self):
         """The daemon's view of this pool (PoolInfo)."""

@@ -1,7 +1,9 @@
 """ctypes bindings of libvram, the vramd client library.
 
 This module mirrors libvram/include/vram.h: the structures, the functions'
-signatures, and how the library is found. Nothing here raises on a failed
+signatures, and how the library is found. tests/python/test_abi.py holds
+the structures against the header (sizeof and offsetof, printed by a C
+program built from vram.h). Nothing here raises on a failed
 call; vram/__init__.py turns negative errno returns into exceptions.
 
 The library is looked up, first found wins:
@@ -44,15 +46,28 @@ from ctypes import (
 LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
 POLICY_DISCARD, POLICY_HOST = 0, 1
 STATE_ACTIVE, STATE_PAUSING, STATE_PAUSED, STATE_RESUMING = 0, 1, 2, 3
+STATE_INVALID = -1  # vram_pool_state() on a closed or unknown handle
 POOL_PERSIST = 0x1
 OPEN_READONLY = 0x1
 MAX_DEVICES = 16
+# The first libvram whose structs start with their size (the layouts below).
+MIN_VERSION_NUMBER = 200
 
 # ---- structures ------------------------------------------------------------
 
 
-class PoolOptions(Structure):
+class Sized(Structure):
+    """A struct of vram.h that starts with uint32_t size: a new one has its
+    size set, as the header's VRAM_*_INIT macros do."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.size = ctypes.sizeof(self)
+
+
+class PoolOptions(Sized):
     _fields_ = [
+        ("size", c_uint32),
         ("name", c_char_p),
         ("tag", c_char_p),
         ("device", c_uint),
@@ -63,8 +78,9 @@ class PoolOptions(Structure):
     ]
 
 
-class Selector(Structure):
+class Selector(Sized):
     _fields_ = [
+        ("size", c_uint32),
         ("name", c_char_p),
         ("tag", c_char_p),
         ("owner_pid", c_uint32),
@@ -72,8 +88,9 @@ class Selector(Structure):
     ]
 
 
-class Report(Structure):
+class Report(Sized):
     _fields_ = [
+        ("size", c_uint32),
         ("pools", c_uint32),
         ("bytes", c_uint64),
         ("free_before", c_uint64),
@@ -91,8 +108,9 @@ class MapperInfo(Structure):
     ]
 
 
-class PoolInfo(Structure):
+class PoolInfo(Sized):
     _fields_ = [
+        ("size", c_uint32),
         ("id", c_uint64),
         ("name", c_char * 128),
         ("tag", c_char * 64),
@@ -122,8 +140,9 @@ class DeviceInfo(Structure):
     ]
 
 
-class Stats(Structure):
+class Stats(Sized):
     _fields_ = [
+        ("size", c_uint32),
         ("backend", c_char * 16),
         ("daemon_version", c_char * 32),
         ("sessions", c_uint32),
@@ -137,8 +156,9 @@ class Stats(Structure):
     ]
 
 
-class ProcessUsage(Structure):
+class ProcessUsage(Sized):
     _fields_ = [
+        ("size", c_uint32),
         ("pid", c_uint32),
         ("device", c_uint),
         ("used_known", c_int),
@@ -184,7 +204,13 @@ _PROTOTYPES = {
     "vram_pool_resume": (c_int, [c_void_p, POINTER(Report)]),
     "vram_list": (
         c_int,
-        [c_void_p, POINTER(Selector), POINTER(POINTER(PoolInfo)), POINTER(c_size_t)],
+        [
+            c_void_p,
+            POINTER(Selector),
+            c_size_t,
+            POINTER(POINTER(PoolInfo)),
+            POINTER(c_size_t),
+        ],
     ),
     "vram_pool_info_free": (None, [POINTER(PoolInfo), c_size_t]),
     "vram_stats": (c_int, [c_void_p, POINTER(Stats)]),
@@ -196,7 +222,13 @@ _PROTOTYPES = {
 _OPTIONAL = {
     "vram_audit": (
         c_int,
-        [c_void_p, POINTER(POINTER(ProcessUsage)), POINTER(c_size_t), POINTER(c_int)],
+        [
+            c_void_p,
+            c_size_t,
+            POINTER(POINTER(ProcessUsage)),
+            POINTER(c_size_t),
+            POINTER(c_int),
+        ],
     ),
     "vram_torch_malloc": (c_void_p, [c_ssize_t, c_int, c_void_p]),
     "vram_torch_free": (None, [c_void_p, c_ssize_t, c_int, c_void_p]),
@@ -253,7 +285,18 @@ def _load():
     )
 
 
-def _bind(lib):
+def _bind(lib, where):
+    # The structures above are 0.2's: an older libvram would read them
+    # wrongly, so it is refused here rather than trusted.
+    lib.vram_version_number.restype = c_int
+    lib.vram_version_number.argtypes = []
+    have = lib.vram_version_number()
+    if have < MIN_VERSION_NUMBER:
+        raise LibraryNotFound(
+            f"{where} is libvram {have // 10000}.{have // 100 % 100}, "
+            f"older than the {MIN_VERSION_NUMBER // 10000}."
+            f"{MIN_VERSION_NUMBER // 100 % 100} this package needs"
+        )
     for name, (res, args) in _PROTOTYPES.items():
         fn = getattr(lib, name)
         fn.restype = res
@@ -266,7 +309,7 @@ def _bind(lib):
 
 
 lib, path = _load()
-_bind(lib)
+_bind(lib, path)
 
 
 def has(name):
@@ -316,7 +359,8 @@ def exiting():
 
 def set_log_handler(fn, level):
     """Installs fn(level, message) as libvram's log handler (None removes
-    it). The handler must not call libvram. It is removed at exit, before
+    it). The handler must not call libvram (vram.h names the few calls it
+    may make). It is removed at exit, before
     the interpreter goes, since libvram may log while it closes."""
     global _log_callback
     if fn is None:

@@ -145,7 +145,7 @@ GPU_ROLES({ "owner", role_owner }, { "mapper", role_mapper },
 
 static uint64_t granularity(vram_client *c)
 {
-	struct vram_stats st;
+	struct vram_stats st = VRAM_STATS_INIT;
 	ASSERT_OK(vram_stats(c, &st));
 	ASSERT_GT(st.devices[0].granularity, 0);
 	return st.devices[0].granularity;
@@ -222,7 +222,7 @@ TEST(host_backup_bit_for_bit)
 		/* Asynchronous: the pause must wait for it. */
 		CU_OK(G.cu.cuMemsetD32((CUdeviceptr)b, 0xb0000000 + cycle,
 				       (n - 4096) / 4));
-		struct vram_report rep;
+		struct vram_report rep = VRAM_REPORT_INIT;
 		ASSERT_OK(vram_pool_pause(p, &rep));
 		print_report("pause", &rep);
 		ASSERT_UEQ(rep.bytes, vram_pool_size(p));
@@ -263,7 +263,7 @@ TEST(discard_pause_frees_device_memory)
 	ASSERT_NEAR(before - mapped, size, gran);
 
 	for (int cycle = 0; cycle < 3; cycle++) {
-		struct vram_report rep;
+		struct vram_report rep = VRAM_REPORT_INIT;
 		ASSERT_OK(vram_pool_pause(p, &rep));
 		print_report("pause", &rep);
 		uint64_t paused = gpu_free_near(mapped + size, gran);
@@ -296,8 +296,8 @@ TEST(third_party_pause)
 	/* The owner's context may set up copy streams during the pause: the
 	 * granule-exact check is discard_pause_frees_device_memory's. */
 	uint64_t tol = 64 * MiB;
-	struct vram_selector sel = { .name = "tp" };
-	struct vram_report rep;
+	struct vram_selector sel = { .size = sizeof(sel), .name = "tp" };
+	struct vram_report rep = VRAM_REPORT_INIT;
 	uint64_t f0 = gpu_free();
 	ASSERT_OK(vram_pause(c, &sel, 0, &rep));
 	print_report("third-party pause", &rep);
@@ -307,7 +307,8 @@ TEST(third_party_pause)
 
 	struct vram_pool_info *infos = NULL;
 	size_t n = 0;
-	ASSERT_OK(vram_list(c, &sel, &infos, &n));
+	ASSERT_OK(
+		vram_list(c, &sel, sizeof(struct vram_pool_info), &infos, &n));
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(infos[0].state, VRAM_STATE_PAUSED);
 	vram_pool_info_free(infos, n);
@@ -332,7 +333,7 @@ struct pause_call {
 static void *pause_thread(void *arg)
 {
 	struct pause_call *pc = arg;
-	struct vram_selector sel = { .name = pc->name };
+	struct vram_selector sel = { .size = sizeof(sel), .name = pc->name };
 	pc->r = vram_pause(pc->c, &sel, 30000, &pc->rep);
 	return NULL;
 }
@@ -351,7 +352,7 @@ TEST(sigkilled_mapper_leaks_nothing)
 	struct role mapper = role_spawn("mapper", "k");
 	role_expect(&mapper, "mapped", 60000);
 
-	struct pause_call pc = { .c = c, .name = "k" };
+	struct pause_call pc = { .c = c, .name = "k", .rep = VRAM_REPORT_INIT };
 	pthread_t t;
 	ASSERT_OK(pthread_create(&t, NULL, pause_thread, &pc));
 	harness_msleep(500);
@@ -369,7 +370,7 @@ TEST(sigkilled_mapper_leaks_nothing)
 	ASSERT_NEAR(gpu_free(), baseline - 2 * GiB, gran);
 	vram_pool_close(p);
 	ASSERT_NEAR(gpu_free_near(baseline, gran), baseline, gran);
-	struct vram_stats st;
+	struct vram_stats st = VRAM_STATS_INIT;
 	ASSERT_OK(vram_stats(c, &st));
 	ASSERT_UEQ(st.used_bytes, 0);
 	vram_client_close(c);
@@ -408,10 +409,11 @@ TEST(oom_on_resume_keeps_backup)
 	ASSERT_EQ(r, -ENOMEM);
 	ASSERT(vram_last_error()[0] != 0);
 	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
-	struct vram_selector sel = { .name = "w" };
+	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
 	struct vram_pool_info *infos = NULL;
 	size_t ni = 0;
-	ASSERT_OK(vram_list(c, &sel, &infos, &ni));
+	ASSERT_OK(
+		vram_list(c, &sel, sizeof(struct vram_pool_info), &infos, &ni));
 	ASSERT_EQ(infos[0].state, VRAM_STATE_PAUSED);
 	vram_pool_info_free(infos, ni);
 
@@ -508,7 +510,8 @@ static int audit_me(vram_client *c, struct vram_process_usage *me)
 	size_t n = 0;
 	int driver_info = 0, found = -1;
 
-	ASSERT_OK(vram_audit(c, &u, &n, &driver_info));
+	ASSERT_OK(vram_audit(c, sizeof(struct vram_process_usage), &u, &n,
+			     &driver_info));
 	for (size_t i = 0; i < n; i++) {
 		fprintf(stderr, "audit: pid %u dev %u used %s%llu MiB, via vramd %llu MiB%s\n",
 			u[i].pid, u[i].device, u[i].used_known ? "" : "? ",

@@ -144,7 +144,7 @@ static inline vram_pool *gpu_pool_make(vram_client *c, const char *name,
 				       enum vram_policy policy, uint64_t bytes,
 				       int grow)
 {
-	struct vram_pool_options o = { 0 };
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
 	vram_pool *p = NULL;
 	int r;
 

@@ -24,7 +24,7 @@ static void kill_owner_mid(int resume)
 		_exit(0);
 	}
 	integ_wait_signal(s.to_parent[0]);
-	struct vram_selector sel = { .name = "victim.w" };
+	struct vram_selector sel = { .size = sizeof(sel), .name = "victim.w" };
 	/* Start the transition, see it stuck on the victim, then kill it. */
 	int r = resume ? vram_resume(ctl, &sel, 200, NULL)
 		       : vram_pause(ctl, &sel, 200, NULL);
@@ -80,7 +80,7 @@ TEST(mapper_sigkilled_mid_pause_lets_it_complete)
 		_exit(0);
 	}
 	/* Blocks until the mapper dies, then succeeds: nothing times out. */
-	struct vram_report rep;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	ASSERT_OK(vram_pool_pause(w, &rep));
 	ASSERT_UEQ(rep.bytes, 64 * MiB);
 	ASSERT_EQ(harness_wait(pid, 5000), 128 + SIGKILL);
@@ -192,7 +192,7 @@ TEST(saver_killed_mid_pause_loses_nothing)
 	}
 	integ_wait_signal(s.to_parent[0]);
 	vram_client *c = integ_connect("controller");
-	struct vram_selector sel = { .name = "keep.w" };
+	struct vram_selector sel = { .size = sizeof(sel), .name = "keep.w" };
 	ASSERT_EQ(vram_pause(c, &sel, 200, NULL), -ETIMEDOUT);
 	ASSERT_EQ(integ_info(c, "keep.w").state, VRAM_STATE_PAUSING);
 	kill(pid, SIGKILL);

@@ -47,7 +47,7 @@ static inline vram_pool *integ_pool(vram_client *c, const char *name,
 				    const char *tag, enum vram_policy policy,
 				    unsigned flags)
 {
-	struct vram_pool_options o = { 0 };
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
 	vram_pool *p = NULL;
 	o.name = name;
 	o.tag = tag;
@@ -89,7 +89,7 @@ static inline int integ_check(const void *buf, size_t len, uint32_t seed)
 
 static inline struct vram_stats integ_stats(vram_client *c)
 {
-	struct vram_stats st;
+	struct vram_stats st = VRAM_STATS_INIT;
 	int r = vram_stats(c, &st);
 	if (r < 0)
 		TEST_FAIL("vram_stats: %s", strerror(-r));
@@ -98,10 +98,10 @@ static inline struct vram_stats integ_stats(vram_client *c)
 
 static inline struct vram_pool_info integ_info(vram_client *c, const char *name)
 {
-	struct vram_selector sel = { .name = name };
+	struct vram_selector sel = { .size = sizeof(sel), .name = name };
 	struct vram_pool_info *infos = NULL, out;
 	size_t n = 0;
-	int r = vram_list(c, &sel, &infos, &n);
+	int r = vram_list(c, &sel, sizeof(struct vram_pool_info), &infos, &n);
 	if (r < 0 || n != 1)
 		TEST_FAIL("vram_list %s: %d, %zu pools", name, r, n);
 	out = infos[0];
@@ -116,7 +116,7 @@ static inline struct vram_pool_info integ_info(vram_client *c, const char *name)
 static inline void integ_wait_baseline(vram_client *c, uint32_t fds,
 				       uint64_t used)
 {
-	struct vram_stats st = { 0 };
+	struct vram_stats st = VRAM_STATS_INIT;
 	for (int i = 0; i < 300; i++) {
 		st = integ_stats(c);
 		if (st.open_fds == fds && st.used_bytes == used)

@@ -35,7 +35,7 @@ TEST(out_of_memory_on_resume_keeps_backup_and_retries)
 	vram_pool *q = integ_pool(o, "q", "t", VRAM_POLICY_DISCARD, 0);
 	void *x;
 	ASSERT_OK(vram_alloc(q, 40 * MiB, &x));
-	struct vram_report rep;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	ASSERT_EQ(vram_pool_resume(w, &rep), -ENOMEM);
 	ASSERT_EQ(rep.failed, 1);
 	ASSERT_EQ(vram_pool_state(w), VRAM_STATE_PAUSED);
@@ -62,7 +62,7 @@ TEST(bad_arguments_return_einval)
 	vram_client *c = integ_connect("bad");
 	vram_pool *p = NULL;
 	void *a;
-	struct vram_pool_options o = { 0 };
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
 	vram_client *c2 = NULL;
 	ASSERT_EQ(vram_connect(NULL, NULL, 0x100, &c2), -EINVAL);
 	ASSERT(c2 == NULL);
@@ -109,7 +109,8 @@ TEST(other_uid_cannot_touch_pools)
 			_exit(9);
 		vram_client *o = integ_connect("nobody");
 		vram_pool *q;
-		struct vram_selector sel = { .name = "mine" };
+		struct vram_selector sel = { .size = sizeof(sel),
+					     .name = "mine" };
 		if (vram_pool_open(o, "mine", 0, &q) != -EPERM)
 			_exit(2);
 		if (vram_pause(o, &sel, 0, NULL) != -EPERM)
@@ -132,7 +133,9 @@ TEST(device_by_uuid)
 	vram_client *c = integ_connect("uuid");
 	struct vram_stats st = integ_stats(c);
 	ASSERT_EQ(st.n_devices, 2);
-	struct vram_pool_options o = { .name = "on1", .tag = "t",
+	struct vram_pool_options o = { .size = sizeof(o),
+				       .name = "on1",
+				       .tag = "t",
 				       .device_uuid = st.devices[1].uuid };
 	vram_pool *p;
 	ASSERT_OK(vram_pool_create(c, &o, &p));

@@ -22,8 +22,8 @@ TEST(own_pause_resume_keeps_addresses_and_backup)
 	uint64_t size = vram_pool_size(w) + vram_pool_size(kv);
 
 	for (int cycle = 0; cycle < 3; cycle++) {
-		struct vram_report rep;
-		struct vram_selector all = { .all = 1 };
+		struct vram_report rep = VRAM_REPORT_INIT;
+		struct vram_selector all = { .size = sizeof(all), .all = 1 };
 		ASSERT_OK(vram_pause(c, &all, 0, &rep));
 		ASSERT_EQ(rep.pools, 2);
 		ASSERT_EQ(rep.failed, 0);
@@ -61,7 +61,7 @@ TEST(pause_by_tag_and_by_pool_touch_only_those)
 	vram_pool *kv = integ_pool(c, "kv", "kv_cache", VRAM_POLICY_DISCARD, 0);
 	ASSERT_OK(vram_pool_reserve(w, 4 * MiB));
 	ASSERT_OK(vram_pool_reserve(kv, 4 * MiB));
-	struct vram_selector sel = { .tag = "kv_cache" };
+	struct vram_selector sel = { .size = sizeof(sel), .tag = "kv_cache" };
 	ASSERT_OK(vram_pause(c, &sel, 0, NULL));
 	ASSERT_EQ(vram_pool_state(kv), VRAM_STATE_PAUSED);
 	ASSERT_EQ(vram_pool_state(w), VRAM_STATE_ACTIVE);
@@ -72,9 +72,9 @@ TEST(pause_by_tag_and_by_pool_touch_only_those)
 	ASSERT_EQ(vram_pool_state(kv), VRAM_STATE_PAUSED);
 	ASSERT_OK(vram_resume(c, &sel, 0, NULL));
 	ASSERT_EQ(vram_pool_state(kv), VRAM_STATE_ACTIVE);
-	struct vram_selector none = { .tag = "nothing" };
+	struct vram_selector none = { .size = sizeof(none), .tag = "nothing" };
 	ASSERT_EQ(vram_pause(c, &none, 0, NULL), -ENOENT);
-	struct vram_selector empty = { 0 };
+	struct vram_selector empty = VRAM_SELECTOR_INIT;
 	ASSERT_EQ(vram_pause(c, &empty, 0, NULL), -ENOENT);
 	vram_client_close(c);
 	integ_stop();
@@ -105,8 +105,9 @@ TEST(third_party_pause_with_acks_and_capacity_returned)
 	}
 	integ_wait_signal(s.to_parent[0]);
 	vram_client *t = integ_connect("trainer");
-	struct vram_selector sel = { .owner_pid = (uint32_t)pid };
-	struct vram_report rep;
+	struct vram_selector sel = { .size = sizeof(sel),
+				     .owner_pid = (uint32_t)pid };
+	struct vram_report rep = VRAM_REPORT_INIT;
 	ASSERT_OK(vram_pause(t, &sel, 0, &rep));
 	ASSERT_EQ(rep.pools, 1);
 	ASSERT_UEQ(rep.bytes, 64 * MiB);
@@ -155,8 +156,8 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 	integ_wait_signal(s.to_parent[0]);
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
-	struct vram_selector sel = { .name = "w" };
-	struct vram_report rep;
+	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
+	struct vram_report rep = VRAM_REPORT_INIT;
 	/* The deadline covers the owner's save round too, so it is generous:
 	 * under a loaded ASan run a 300 ms one timed out on the owner. */
 	ASSERT_EQ(vram_pause(ctl, &sel, 2000, &rep), -ETIMEDOUT);
@@ -218,7 +219,7 @@ TEST(shared_pool_two_processes)
 	integ_wait_signal(s.to_parent[0]);
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
-	struct vram_selector sel = { .tag = "weights" };
+	struct vram_selector sel = { .size = sizeof(sel), .tag = "weights" };
 	ASSERT_OK(vram_pause(ctl, &sel, 0, NULL));
 	ASSERT_UEQ(integ_stats(ctl).used_bytes, 0);
 	ASSERT_OK(vram_resume(ctl, &sel, 0, NULL));

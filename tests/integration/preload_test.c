@@ -169,10 +169,12 @@ static void child_quit(struct child *c)
 static struct vram_pool_info *child_pools(vram_client *vc, struct child *c,
 					  size_t *n)
 {
-	struct vram_selector sel = { .owner_pid = (uint32_t)c->pid, .all = 1 };
+	struct vram_selector sel = { .size = sizeof(sel),
+				      .owner_pid = (uint32_t)c->pid,
+				      .all = 1 };
 	struct vram_pool_info *infos = NULL;
 
-	ASSERT_OK(vram_list(vc, &sel, &infos, n));
+	ASSERT_OK(vram_list(vc, &sel, sizeof(*infos), &infos, n));
 	return infos;
 }
 
@@ -192,7 +194,9 @@ static void start_daemon(void)
 
 static struct vram_selector by_owner(struct child *c)
 {
-	struct vram_selector sel = { .owner_pid = (uint32_t)c->pid, .all = 1 };
+	struct vram_selector sel = { .size = sizeof(sel),
+				      .owner_pid = (uint32_t)c->pid,
+				      .all = 1 };
 	return sel;
 }
 
@@ -380,7 +384,7 @@ TEST(pause_with_cpu_backup_keeps_content)
 	const char *const env[] = { "TMS_INIT_ENABLE=1",
 				    "TMS_INIT_ENABLE_CPU_BACKUP=1", NULL };
 	struct child c;
-	struct vram_report rep;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	size_t n;
 
 	child_start(&c, env);

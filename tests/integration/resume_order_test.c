@@ -99,7 +99,7 @@ TEST(second_mapper_sees_restored_pool_and_keeps_its_writes)
 	integ_wait_signal(s.to_parent[0]);
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
-	struct vram_selector sel = { .name = "w" };
+	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
 	for (int i = 0; i < CYCLES; i++) {
 		ASSERT_OK(vram_pause(ctl, &sel, 0, NULL));
 		integ_signal(s.to_child[1]);

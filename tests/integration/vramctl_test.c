@@ -122,7 +122,8 @@ TEST(audit_lists_clients_and_their_bytes)
 	struct vram_process_usage *u = NULL;
 	size_t n = 0;
 	int driver_info = -1;
-	ASSERT_OK(vram_audit(c, &u, &n, &driver_info));
+	ASSERT_OK(vram_audit(c, sizeof(struct vram_process_usage), &u, &n,
+			     &driver_info));
 	ASSERT_EQ(driver_info, 0);
 	ASSERT_EQ(n, 1);
 	ASSERT_EQ(u[0].pid, (uint32_t)getpid());
@@ -141,7 +142,8 @@ TEST(audit_lists_clients_and_their_bytes)
 	ASSERT_OK(check_json(out, prog));
 	/* A paused pool holds nothing. */
 	ASSERT_OK(vram_pool_pause(w, NULL));
-	ASSERT_OK(vram_audit(c, &u, &n, NULL));
+	ASSERT_OK(
+		vram_audit(c, sizeof(struct vram_process_usage), &u, &n, NULL));
 	ASSERT_EQ(n, 0);
 	free(u);
 	vram_client_close(c);

@@ -27,7 +27,7 @@ def _free_bytes(client, dev=0):
 
 
 def test_version_and_library():
-    assert vram.version() == "0.1.0"
+    assert vram.version() == "0.2.0"
     assert os.path.basename(vram.library_path()).startswith("libvram.so")
 
 

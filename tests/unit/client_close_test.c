@@ -15,6 +15,7 @@
 static vram_pool *pool_create(vram_client *c, const char *name, int policy)
 {
 	struct vram_pool_options o = {
+		.size = sizeof(o),
 		.name = name,
 		.tag = "t",
 		.policy = policy,
@@ -144,7 +145,7 @@ TEST(hello_failures_leave_nothing_behind)
 	fake_init(&f);
 	f.hello_err = EPROTONOSUPPORT;
 	fake_start(&f);
-	ASSERT_EQ(connection_open(f.client_end, "x", &c), -EPROTO);
+	ASSERT_EQ(client_open(f.client_end, "x", &c), -EPROTO);
 	f.client_end = -1;
 	ASSERT(strstr(vram_last_error(), "protocol") != NULL);
 	fake_stop(&f);
@@ -152,14 +153,14 @@ TEST(hello_failures_leave_nothing_behind)
 	fake_init(&f);
 	f.hello_version = 2;
 	fake_start(&f);
-	ASSERT_EQ(connection_open(f.client_end, "x", &c), -EPROTO);
+	ASSERT_EQ(client_open(f.client_end, "x", &c), -EPROTO);
 	f.client_end = -1;
 	fake_stop(&f);
 
 	fake_init(&f);
 	f.backend = "tpu";
 	fake_start(&f);
-	ASSERT_EQ(connection_open(f.client_end, "x", &c), -ENOENT);
+	ASSERT_EQ(client_open(f.client_end, "x", &c), -ENOENT);
 	f.client_end = -1;
 	ASSERT(strstr(vram_last_error(), "tpu") != NULL);
 	fake_stop(&f);
@@ -317,7 +318,7 @@ TEST(exit_handlers_in_any_order)
 TEST(epipe_after_the_daemon_leaves_mappings_stay)
 {
 	struct fake f;
-	struct vram_report rep;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	void *a, *b;
 
 	fake_init(&f);

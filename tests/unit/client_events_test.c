@@ -15,6 +15,7 @@ static vram_pool *pool_create(vram_client *c, const char *name, int policy,
 			      uint64_t reserve)
 {
 	struct vram_pool_options o = {
+		.size = sizeof(o),
 		.name = name,
 		.tag = "t",
 		.policy = policy,
@@ -79,7 +80,7 @@ static struct fake_pool *fpool(struct fake *f, const char *name)
 TEST(own_pause_saves_the_backup_resume_restores_at_the_same_address)
 {
 	struct fake f;
-	struct vram_report rep;
+	struct vram_report rep = VRAM_REPORT_INIT;
 	void *a;
 
 	fake_init(&f);
@@ -400,7 +401,7 @@ TEST(drop_makes_the_pool_gone)
 {
 	struct fake f;
 	void *a;
-	struct vram_report rep;
+	struct vram_report rep = VRAM_REPORT_INIT;
 
 	fake_init(&f);
 	fake_start(&f);
@@ -606,7 +607,7 @@ TEST(list_and_stats_convert_everything)
 	struct fake f;
 	struct vram_pool_info *infos = (void *)1;
 	size_t n = 99;
-	struct vram_stats st;
+	struct vram_stats st = VRAM_STATS_INIT;
 
 	fake_init(&f);
 	fake_pool_add(&f, "a", VRAM__POLICY__POLICY_HOST, 2, 2 * MiB, 0);
@@ -614,7 +615,8 @@ TEST(list_and_stats_convert_everything)
 	f.pools[1].state = VRAM__STATE__STATE_PAUSED;
 	fake_start(&f);
 	vram_client *c = fake_connect(&f);
-	ASSERT_OK(vram_list(c, NULL, &infos, &n));
+	ASSERT_OK(
+		vram_list(c, NULL, sizeof(struct vram_pool_info), &infos, &n));
 	ASSERT_EQ(n, 2);
 	ASSERT_STREQ(infos[0].name, "a");
 	ASSERT_STREQ(infos[0].tag, "t");
@@ -633,11 +635,15 @@ TEST(list_and_stats_convert_everything)
 	ASSERT_STREQ(vram_policy_name(infos[0].policy), "host");
 	vram_pool_info_free(infos, n);
 	vram_pool_info_free(NULL, 0);
-	struct vram_selector all = { .all = 1 };
-	ASSERT_OK(vram_list(c, &all, &infos, &n));
+	struct vram_selector all = { .size = sizeof(all), .all = 1 };
+	ASSERT_OK(
+		vram_list(c, &all, sizeof(struct vram_pool_info), &infos, &n));
 	vram_pool_info_free(infos, n);
-	ASSERT_EQ(vram_list(c, NULL, NULL, &n), -EINVAL);
-	ASSERT_EQ(vram_list(c, NULL, &infos, NULL), -EINVAL);
+	ASSERT_EQ(vram_list(c, NULL, sizeof(struct vram_pool_info), NULL, &n),
+		  -EINVAL);
+	ASSERT_EQ(
+		vram_list(c, NULL, sizeof(struct vram_pool_info), &infos, NULL),
+		-EINVAL);
 
 	ASSERT_OK(vram_stats(c, &st));
 	ASSERT_STREQ(st.backend, "host");
@@ -657,8 +663,8 @@ TEST(list_and_stats_convert_everything)
 TEST(a_failed_transition_names_the_late_pids)
 {
 	struct fake f;
-	struct vram_report rep;
-	struct vram_selector sel = { .name = "w" };
+	struct vram_report rep = VRAM_REPORT_INIT;
+	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
 
 	fake_init(&f);
 	f.transition_err = ETIMEDOUT;
@@ -689,7 +695,7 @@ TEST(a_malformed_frame_ends_the_connection)
 	fake_start(&f);
 	vram_client *c = fake_connect(&f);
 	pthread_mutex_lock(&f.send_lock);
-	ASSERT_OK(wire_send(f.sock, junk, sizeof(junk), NULL, 0));
+	ASSERT_OK(sock_send(f.sock, junk, sizeof(junk), NULL, 0));
 	pthread_mutex_unlock(&f.send_lock);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), -EPIPE);
 	ASSERT_EQ(vram_ping(c), -EPIPE);
@@ -740,7 +746,7 @@ TEST(bad_arguments_are_einval_with_a_message)
 	struct fake f;
 	vram_pool *p = (vram_pool *)1;
 	void *ptr = (void *)1;
-	struct vram_pool_options o = { .name = "ok" };
+	struct vram_pool_options o = { .size = sizeof(o), .name = "ok" };
 	char longname[200];
 
 	fake_init(&f);
@@ -781,12 +787,15 @@ TEST(bad_arguments_are_einval_with_a_message)
 	EXPECT_EINVAL(vram_pool_open(c, "x", 0, NULL));
 	EXPECT_EINVAL(vram_pool_drop(c, NULL));
 	EXPECT_EINVAL(vram_pause(c, NULL, 0, NULL));
-	EXPECT_EINVAL(vram_resume(NULL, &(struct vram_selector){ .all = 1 }, 0,
-				  NULL));
+	EXPECT_EINVAL(vram_resume(
+		NULL,
+		&(struct vram_selector){ .size = sizeof(struct vram_selector),
+					 .all = 1 },
+		0, NULL));
 	EXPECT_EINVAL(vram_client_dispatch(c, -2));
 	EXPECT_EINVAL(vram_client_start_thread(NULL));
 	EXPECT_EINVAL(vram_ping(NULL));
-	EXPECT_EINVAL(vram_stats(NULL, &(struct vram_stats){ 0 }));
+	EXPECT_EINVAL(vram_stats(NULL, &(struct vram_stats)VRAM_STATS_INIT));
 
 	o.device = 0;
 	p = pool_create(c, "ok", VRAM_POLICY_DISCARD, 256 * MiB);

@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "error.h"
+#include "sock.h"
 #include "test.h"
 #include "vram.pb-c.h"
 #include "wire.h"
@@ -119,7 +121,7 @@ static FAKE_UNUSED void fake_send_msg(struct fake *f, Vram__ServerMsg *m,
 	ASSERT(buf);
 	vram__server_msg__pack(m, buf);
 	pthread_mutex_lock(&f->send_lock);
-	int r = wire_send(f->sock, buf, len, fds, nfds);
+	int r = sock_send(f->sock, buf, len, fds, nfds);
 	pthread_mutex_unlock(&f->send_lock);
 	free(buf);
 	(void)r; /* the client may be gone: that is what some tests do */
@@ -742,9 +744,9 @@ static FAKE_UNUSED vram_client *fake_connect(struct fake *f)
 	vram_client *c = NULL;
 	int fd = f->client_end;
 	f->client_end = -1;
-	int r = connection_open(fd, "unit", &c);
+	int r = client_open(fd, "unit", &c);
 	if (r < 0)
-		TEST_FAIL("connection_open: %s (%s)", strerror(-r),
+		TEST_FAIL("client_open: %s (%s)", strerror(-r),
 			  vram_last_error());
 	return c;
 }

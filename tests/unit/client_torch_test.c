@@ -11,9 +11,9 @@
  * unless it captures a graph. */
 #include <unistd.h>
 
-#include "client.h"
 #include "cuda_fake.h"
 #include "harness.h"
+#include "pool.h"
 #include "test.h"
 #include "vram.h"
 
@@ -70,7 +70,7 @@ static void daemon_stop(void)
 static int pool_try(vram_client *c, const char *name, unsigned device,
 		    const char *uuid, vram_pool **p)
 {
-	struct vram_pool_options o = { 0 };
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
 
 	o.name = name;
 	o.policy = VRAM_POLICY_DISCARD;
@@ -93,7 +93,7 @@ static vram_pool *pool_on(vram_client *c, const char *name, unsigned device,
 }
 
 /* The pool's device as the daemon numbers it. */
-static int pool_device(vram_pool *p)
+static int torch_pool_device(vram_pool *p)
 {
 	return (int)p->dev;
 }
@@ -102,7 +102,7 @@ TEST(local_device_0_is_the_daemons_device_1)
 {
 	vram_client *c = worker_of_device_1();
 	vram_pool *p = pool_on(c, "torch.kv", 0, UUID_OF_1);
-	ASSERT_EQ(pool_device(p), 1);
+	ASSERT_EQ(torch_pool_device(p), 1);
 
 	ASSERT_OK(vram_torch_push_pool(p));
 	void *ptr = vram_torch_malloc(4 * MiB, 0, NULL);

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "frame_send.h"
 #include "harness.h"
 #include "test.h"
 #include "vram.pb-c.h"
@@ -38,7 +39,7 @@ static void send_request(int fd, Vram__Request *req)
 	size_t len = vram__request__get_packed_size(req);
 	uint8_t *buf = malloc(len + 1);
 	vram__request__pack(req, buf);
-	ASSERT_OK(wire_send(fd, buf, len, NULL, 0));
+	ASSERT_OK(frame_send(fd, buf, len, NULL, 0));
 	free(buf);
 }
 

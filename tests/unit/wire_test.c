@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "frame_send.h"
 #include "harness/harness.h"
 #include "test.h"
 #include "vram.pb-c.h"
@@ -141,8 +142,8 @@ TEST(round_trip_without_fds)
 
 	sock_pair(sv);
 	wire_rx_init(&rx);
-	ASSERT_OK(wire_send(sv[0], "hello", 5, NULL, 0));
-	ASSERT_OK(wire_send(sv[0], NULL, 0, NULL, 0));
+	ASSERT_OK(frame_send(sv[0], "hello", 5, NULL, 0));
+	ASSERT_OK(frame_send(sv[0], NULL, 0, NULL, 0));
 
 	ASSERT_EQ(recv_frame(&rx, sv[1], &f), 1);
 	ASSERT_UEQ(f.len, 5);
@@ -173,7 +174,7 @@ TEST(round_trip_with_fds)
 	mine[0] = memfd_with("first");
 	mine[1] = memfd_with("second");
 	wire_rx_init(&rx);
-	ASSERT_OK(wire_send(sv[0], "x", 1, mine, 2));
+	ASSERT_OK(frame_send(sv[0], "x", 1, mine, 2));
 
 	ASSERT_EQ(recv_frame(&rx, sv[1], &f), 1);
 	ASSERT_EQ(f.nfds, 2);
@@ -744,61 +745,7 @@ TEST(tx_flush_to_closed_peer)
 	ASSERT_EQ(wire_tx_flush(&tx, sv[0]), -EPIPE);
 	ASSERT_EQ(fd_count(), base - 1);
 	ASSERT(tx.head == NULL);
-	ASSERT_EQ(wire_send(sv[0], "abc", 3, &mfd, 1), -EPIPE);
-	ASSERT_EQ(fd_count(), base - 1);
 	wire_tx_free(&tx);
-}
-
-/* wire_send() on a full non-blocking socket waits for the reader. */
-TEST(wire_send_blocks_until_read)
-{
-	enum { LEN = 512 * 1024, DELAY_MS = 200 };
-	int sv[2], sndbuf = 4096, mfd = memfd_with("blocking");
-	uint8_t *buf = malloc(LEN);
-	pid_t pid;
-
-	ASSERT(buf != NULL);
-	for (size_t i = 0; i < LEN; i++)
-		buf[i] = (uint8_t)(i % 251);
-	sock_pair(sv);
-	pid = fork();
-	ASSERT_GE(pid, 0);
-	if (pid == 0) {
-		struct wire_frame f = { 0 };
-		struct wire_rx rx;
-		close(sv[0]);
-		harness_msleep(DELAY_MS);
-		wire_rx_init(&rx);
-		if (recv_frame(&rx, sv[1], &f) != 1 || f.len != LEN ||
-		    memcmp(f.payload, buf, LEN) != 0 || f.nfds != 1)
-			_exit(1);
-		char text[16] = { 0 };
-		if (pread(f.fds[0], text, sizeof(text) - 1, 0) != 8 ||
-		    strcmp(text, "blocking") != 0)
-			_exit(2);
-		_exit(0);
-	}
-	close(sv[1]);
-	ASSERT_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			     sizeof(sndbuf)),
-		  0);
-	ASSERT_EQ(fcntl(sv[0], F_SETFL, O_NONBLOCK), 0);
-	int64_t t0 = harness_now_ms();
-	ASSERT_OK(wire_send(sv[0], buf, LEN, &mfd, 1));
-	ASSERT_GE(harness_now_ms() - t0, DELAY_MS / 2);
-	ASSERT_EQ(harness_wait(pid, 10000), 0);
-	free(buf);
-}
-
-TEST(wire_send_errors)
-{
-	int sv[2];
-
-	sock_pair(sv);
-	ASSERT_EQ(wire_send(sv[0], "x", WIRE_MAX_PAYLOAD + 1, NULL, 0),
-		  -EMSGSIZE);
-	close(sv[0]);
-	ASSERT_EQ(wire_send(sv[0], "x", 1, NULL, 0), -EBADF);
 }
 
 TEST(protobuf_request_round_trip)
@@ -822,7 +769,7 @@ TEST(protobuf_request_round_trip)
 
 	sock_pair(sv);
 	wire_rx_init(&rx);
-	ASSERT_OK(wire_send(sv[0], buf, len, NULL, 0));
+	ASSERT_OK(frame_send(sv[0], buf, len, NULL, 0));
 	ASSERT_EQ(recv_frame(&rx, sv[1], &f), 1);
 	ASSERT_UEQ(f.len, len);
 	got = vram__request__unpack(NULL, f.len, f.payload);

@@ -1,5 +1,5 @@
-/* The connection to vramd: socket, hello, requests and their responses, and
- * the reader role.
+/* Requests to vramd, their responses, the reader role and the event
+ * thread. The client's lifecycle (connect, hello, close) is client.c's.
  *
  * One thread at a time is the reader: it reads frames from the socket,
  * delivers responses to the threads waiting for them and handles events.
@@ -11,23 +11,21 @@
  * frames are handled in the order they came, with the lock held.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "call.h"
 #include "client.h"
 #include "clock.h"
+#include "events.h"
 #include "log.h"
+#include "sock.h"
 
 enum pump_mode {
 	PUMP_CALL,     /* until a call's response has come */
@@ -46,51 +44,7 @@ static int remaining_ms(int64_t deadline)
 	return left > INT_MAX ? INT_MAX : (int)left;
 }
 
-int connection_connect(const char *path, int *sock)
-{
-	struct sockaddr_un sa;
-	socklen_t len;
-	size_t n = strlen(path);
-	int fd, r;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sun_family = AF_UNIX;
-	if (n == 0)
-		return error_set(EINVAL, "empty socket path");
-	if (n >= sizeof(sa.sun_path))
-		return error_set(ENAMETOOLONG, "socket path too long: %s",
-				 path);
-	if (path[0] == '@') {
-		/* Abstract namespace: a leading NUL, no terminator. */
-		memcpy(sa.sun_path + 1, path + 1, n - 1);
-		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-	} else {
-		memcpy(sa.sun_path, path, n);
-		len = (socklen_t)sizeof(sa);
-	}
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return error_set(errno, "socket: %s", strerror(errno));
-	do
-		r = connect(fd, (struct sockaddr *)&sa, len);
-	while (r < 0 && errno == EINTR);
-	if (r < 0) {
-		int err = errno;
-		close(fd);
-		return error_set(err, "cannot connect to vramd at %s: %s", path,
-				 strerror(err));
-	}
-	/* Non-blocking from here on: the reader polls, wire_send waits. */
-	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
-		int err = errno;
-		close(fd);
-		return error_set(err, "fcntl: %s", strerror(err));
-	}
-	*sock = fd;
-	return 0;
-}
-
-static uint64_t connection_next_id(struct vram_client *c)
+static uint64_t call_next_id(struct vram_client *c)
 {
 	if (c->next_id == 0)
 		c->next_id = 1;
@@ -99,7 +53,7 @@ static uint64_t connection_next_id(struct vram_client *c)
 
 /* Writes one request frame. Requests carry no fds. Does not need c->lock;
  * takes send_lock. */
-static int connection_send(struct vram_client *c, const Vram__Request *req)
+static int call_write(struct vram_client *c, const Vram__Request *req)
 {
 	size_t len = vram__request__get_packed_size(req);
 	uint8_t *buf;
@@ -112,13 +66,13 @@ static int connection_send(struct vram_client *c, const Vram__Request *req)
 		return -ENOMEM;
 	vram__request__pack(req, buf);
 	pthread_mutex_lock(&c->send_lock);
-	r = wire_send(c->sock, buf, len, NULL, 0);
+	r = sock_send(c->sock, buf, len, NULL, 0);
 	pthread_mutex_unlock(&c->send_lock);
 	free(buf);
 	return r;
 }
 
-static void connection_wake(struct vram_client *c)
+void call_wake(struct vram_client *c)
 {
 	uint64_t one = 1;
 
@@ -127,7 +81,7 @@ static void connection_wake(struct vram_client *c)
 	}
 }
 
-void connection_break(struct vram_client *c, int err, const char *why)
+void call_break(struct vram_client *c, int err, const char *why)
 {
 	if (c->broken)
 		return;
@@ -145,7 +99,7 @@ void connection_break(struct vram_client *c, int err, const char *why)
 			 "connection to vramd lost: %s", why);
 	}
 	pthread_cond_broadcast(&c->cond);
-	connection_wake(c);
+	call_wake(c);
 }
 
 static void call_unlink(struct vram_client *c, struct call *call)
@@ -168,8 +122,8 @@ void call_release(struct call *call)
 
 /* Hands a response to the call waiting for it (and runs its completion);
  * takes msg. */
-static void connection_deliver(struct vram_client *c, Vram__ServerMsg *msg,
-			       const struct wire_frame *f)
+static void call_deliver(struct vram_client *c, Vram__ServerMsg *msg,
+			 const struct wire_frame *f)
 {
 	Vram__Response *r = msg->response;
 	struct call *call = NULL;
@@ -223,9 +177,30 @@ static void connection_deliver(struct vram_client *c, Vram__ServerMsg *msg,
 	pthread_cond_broadcast(&c->cond);
 }
 
+/* Sends an event's ack. A failure breaks the connection, which the daemon
+ * then sees as this client leaving. */
+static void call_ack(struct vram_client *c, const struct events_ack *a)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
+	int r;
+
+	if (c->broken)
+		return;
+	ack.event_id = a->event_id;
+	ack.err = a->err < 0 ? -a->err : a->err;
+	ack.message = (char *)a->message;
+	req.id = 0;
+	req.body_case = VRAM__REQUEST__BODY_ACK;
+	req.ack = &ack;
+	r = call_write(c, &req);
+	if (r < 0)
+		call_break(c, r, "writing to vramd failed");
+}
+
 /* Decodes and handles one frame. Returns 1 for an event, 0 for a response,
  * -EPROTO when the frame makes no sense (the connection must go). */
-static int connection_process(struct vram_client *c, const struct wire_frame *f)
+static int call_process(struct vram_client *c, const struct wire_frame *f)
 {
 	Vram__ServerMsg *msg =
 		vram__server_msg__unpack(NULL, f->len, f->payload);
@@ -234,14 +209,16 @@ static int connection_process(struct vram_client *c, const struct wire_frame *f)
 		return -EPROTO;
 	if (msg->body_case == VRAM__SERVER_MSG__BODY_RESPONSE &&
 	    msg->response) {
-		connection_deliver(c, msg, f);
+		call_deliver(c, msg, f);
 		return 0;
 	}
 	if (msg->body_case == VRAM__SERVER_MSG__BODY_EVENT && msg->event) {
 		char saved[ERROR_MSG_MAX];
+		struct events_ack ack;
 
 		snprintf(saved, sizeof(saved), "%s", error_get());
-		events_handle(c, msg->event, f);
+		if (events_handle(c, msg->event, f, &ack))
+			call_ack(c, &ack);
 		error_restore(saved);
 		vram__server_msg__free_unpacked(msg, NULL);
 		return 1;
@@ -251,7 +228,7 @@ static int connection_process(struct vram_client *c, const struct wire_frame *f)
 }
 
 /* Handles every complete frame already read. Returns events handled. */
-static int connection_drain(struct vram_client *c)
+static int call_drain(struct vram_client *c)
 {
 	int handled = 0;
 
@@ -261,14 +238,13 @@ static int connection_drain(struct vram_client *c)
 		if (r == 0)
 			break;
 		if (r < 0) {
-			connection_break(c, r, "malformed frame from vramd");
+			call_break(c, r, "malformed frame from vramd");
 			break;
 		}
-		r = connection_process(c, &f);
+		r = call_process(c, &f);
 		wire_frame_clear(&f);
 		if (r < 0) {
-			connection_break(c, r,
-					 "undecodable message from vramd");
+			call_break(c, r, "undecodable message from vramd");
 			break;
 		}
 		handled += r;
@@ -280,13 +256,13 @@ static int connection_drain(struct vram_client *c)
  * Every complete frame read is handled before it returns, so that none is
  * stranded in the buffer where poll() on the socket cannot see it.
  * Returns the events handled, or -ETIMEDOUT (PUMP_CALL past deadline). */
-static int connection_pump(struct vram_client *c, enum pump_mode mode,
-			   const struct call *want, int64_t deadline)
+static int call_pump(struct vram_client *c, enum pump_mode mode,
+		     const struct call *want, int64_t deadline)
 {
 	int handled = 0;
 
 	for (;;) {
-		handled += connection_drain(c);
+		handled += call_drain(c);
 		if (c->broken)
 			return handled;
 		if (mode == PUMP_CALL && want->done)
@@ -319,26 +295,24 @@ static int connection_pump(struct vram_client *c, enum pump_mode mode,
 			}
 			pthread_mutex_lock(&c->lock);
 			if (pr < 0 && perr != EINTR)
-				connection_break(c, -perr, "poll failed");
+				call_break(c, -perr, "poll failed");
 			continue;
 		}
 		pthread_mutex_lock(&c->lock);
 		if (r == 0)
-			connection_break(c, -EPIPE,
-					 "vramd closed the connection");
+			call_break(c, -EPIPE, "vramd closed the connection");
 		else if (r < 0)
-			connection_break(c, r, "reading from vramd failed");
+			call_break(c, r, "reading from vramd failed");
 	}
 }
 
 /* Waits for call's response, as the reader or asleep. c->lock held. */
-static int connection_wait(struct vram_client *c, struct call *call,
-			   int64_t deadline)
+static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 {
 	while (!call->done) {
 		if (!c->reader) {
 			c->reader = true;
-			int r = connection_pump(c, PUMP_CALL, call, deadline);
+			int r = call_pump(c, PUMP_CALL, call, deadline);
 			c->reader = false;
 			pthread_cond_broadcast(&c->cond);
 			if (r == -ETIMEDOUT && !call->done) {
@@ -362,8 +336,8 @@ static int connection_wait(struct vram_client *c, struct call *call,
 	return call->err;
 }
 
-int connection_call(struct vram_client *c, Vram__Request *req,
-		    struct call *call, int timeout_ms)
+int call_run(struct vram_client *c, Vram__Request *req, struct call *call,
+	     int timeout_ms)
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ms() + timeout_ms;
 	int r;
@@ -376,11 +350,11 @@ int connection_call(struct vram_client *c, Vram__Request *req,
 	call->next = NULL;
 	if (c->broken)
 		return error_set(EPIPE, "connection to vramd lost");
-	call->id = req->id = connection_next_id(c);
+	call->id = req->id = call_next_id(c);
 	call->next = c->calls;
 	c->calls = call;
 	pthread_mutex_unlock(&c->lock);
-	r = connection_send(c, req);
+	r = call_write(c, req);
 	pthread_mutex_lock(&c->lock);
 	if (r < 0) {
 		if (!call->done)
@@ -389,11 +363,11 @@ int connection_call(struct vram_client *c, Vram__Request *req,
 			return error_set(r, "cannot send request: %s",
 					 strerror(-r));
 		/* Part of a frame may have gone out: the stream is lost. */
-		connection_break(c, r, "writing to vramd failed");
+		call_break(c, r, "writing to vramd failed");
 		return error_set(EPIPE, "connection to vramd lost: %s",
 				 strerror(-r));
 	}
-	r = connection_wait(c, call, deadline);
+	r = call_wait(c, call, deadline);
 	if (!call->done)
 		return error_set(ETIMEDOUT, "vramd did not answer within %d ms",
 				 timeout_ms);
@@ -403,41 +377,20 @@ int connection_call(struct vram_client *c, Vram__Request *req,
 	return 0;
 }
 
-int connection_post(struct vram_client *c, Vram__Request *req)
+int call_post(struct vram_client *c, Vram__Request *req)
 {
 	int r;
 
 	if (c->broken)
 		return -EPIPE;
-	req->id = connection_next_id(c);
-	r = connection_send(c, req);
+	req->id = call_next_id(c);
+	r = call_write(c, req);
 	if (r < 0 && r != -EMSGSIZE && r != -ENOMEM)
-		connection_break(c, r, "writing to vramd failed");
+		call_break(c, r, "writing to vramd failed");
 	return r;
 }
 
-int connection_ack(struct vram_client *c, uint64_t event_id, int err,
-		   const char *message)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
-	int r;
-
-	if (c->broken)
-		return -EPIPE;
-	ack.event_id = event_id;
-	ack.err = err < 0 ? -err : err;
-	ack.message = (char *)(message ? message : "");
-	req.id = 0;
-	req.body_case = VRAM__REQUEST__BODY_ACK;
-	req.ack = &ack;
-	r = connection_send(c, &req);
-	if (r < 0)
-		connection_break(c, r, "writing to vramd failed");
-	return r;
-}
-
-int connection_dispatch(struct vram_client *c, int timeout_ms)
+int call_dispatch(struct vram_client *c, int timeout_ms)
 {
 	int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ms() + timeout_ms;
 	int r;
@@ -447,7 +400,7 @@ int connection_dispatch(struct vram_client *c, int timeout_ms)
 	if (c->reader)
 		return 0; /* another thread reads, and handles events */
 	c->reader = true;
-	r = connection_pump(c, PUMP_DISPATCH, NULL, deadline);
+	r = call_pump(c, PUMP_DISPATCH, NULL, deadline);
 	c->reader = false;
 	pthread_cond_broadcast(&c->cond);
 	if (r == 0 && c->broken)
@@ -455,7 +408,7 @@ int connection_dispatch(struct vram_client *c, int timeout_ms)
 	return r;
 }
 
-static void *connection_thread_main(void *arg)
+static void *call_thread_main(void *arg)
 {
 	struct vram_client *c = arg;
 
@@ -466,7 +419,7 @@ static void *connection_thread_main(void *arg)
 			continue;
 		}
 		c->reader = true;
-		connection_pump(c, PUMP_THREAD, NULL, -1);
+		call_pump(c, PUMP_THREAD, NULL, -1);
 		c->reader = false;
 		pthread_cond_broadcast(&c->cond);
 	}
@@ -474,7 +427,7 @@ static void *connection_thread_main(void *arg)
 	return NULL;
 }
 
-int connection_thread_start(struct vram_client *c)
+int call_thread_start(struct vram_client *c)
 {
 	sigset_t all, old;
 	int r;
@@ -486,7 +439,7 @@ int connection_thread_start(struct vram_client *c)
 	/* A guest thread takes no signals meant for the program. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&c->thread, NULL, connection_thread_main, c);
+	r = pthread_create(&c->thread, NULL, call_thread_main, c);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0)
 		return error_set(r, "cannot start the event thread: %s",
@@ -494,188 +447,4 @@ int connection_thread_start(struct vram_client *c)
 	pthread_setname_np(c->thread, "vram-events");
 	c->thread_started = true;
 	return 0;
-}
-
-static void connection_free(struct vram_client *c)
-{
-	vmm_destroy(c->vmm);
-	wire_rx_free(&c->rx);
-	if (c->sock >= 0)
-		close(c->sock);
-	if (c->wake_fd >= 0)
-		close(c->wake_fd);
-	pthread_cond_destroy(&c->cond);
-	pthread_mutex_destroy(&c->send_lock);
-	pthread_mutex_destroy(&c->lock);
-	free(c);
-}
-
-static int connection_hello(struct vram_client *c)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__Hello hello = VRAM__HELLO__INIT;
-	struct call call = { 0 };
-	int r;
-
-	hello.version = WIRE_PROTOCOL_VERSION;
-	hello.name = c->name;
-	req.body_case = VRAM__REQUEST__BODY_HELLO;
-	req.hello = &hello;
-	r = connection_call(c, &req, &call, CONNECT_TIMEOUT_MS);
-	if (r == -EPROTONOSUPPORT)
-		r = error_set(EPROTO,
-			      "vramd does not speak protocol version %u: %s",
-			      WIRE_PROTOCOL_VERSION, vram_last_error());
-	if (r < 0)
-		goto out;
-	const Vram__Response *resp = call.msg->response;
-	if (resp->body_case != VRAM__RESPONSE__BODY_HELLO || !resp->hello) {
-		r = error_set(EPROTO,
-			      "vramd answered hello with something else");
-		goto out;
-	}
-	const Vram__HelloReply *h = resp->hello;
-	if (h->version != WIRE_PROTOCOL_VERSION) {
-		r = error_set(EPROTO,
-			      "vramd speaks protocol version %u, libvram %u",
-			      h->version, WIRE_PROTOCOL_VERSION);
-		goto out;
-	}
-	snprintf(c->backend, sizeof(c->backend), "%s",
-		 h->backend ? h->backend : "");
-	snprintf(c->daemon_version, sizeof(c->daemon_version), "%s",
-		 h->daemon_version ? h->daemon_version : "");
-	c->session_id = h->session_id;
-	c->max_chunks = h->max_chunks;
-	c->n_devices = 0;
-	for (size_t i = 0; i < h->n_devices && c->n_devices < VRAM_MAX_DEVICES;
-	     i++) {
-		const Vram__DeviceInfo *d = h->devices[i];
-		if (!d)
-			continue;
-		struct client_device *cd = &c->devices[c->n_devices++];
-		cd->index = d->index;
-		snprintf(cd->uuid, sizeof(cd->uuid), "%s",
-			 d->uuid ? d->uuid : "");
-		cd->total_bytes = d->total_bytes;
-		cd->free_bytes = d->free_bytes;
-		cd->granularity = d->granularity;
-	}
-out:
-	call_release(&call);
-	return r;
-}
-
-int connection_open(int sock, const char *name, struct vram_client **out)
-{
-	pthread_condattr_t ca;
-	struct vram_client *c;
-	int r, fl;
-
-	c = calloc(1, sizeof(*c));
-	if (!c) {
-		close(sock);
-		return error_set(ENOMEM, "out of memory");
-	}
-	c->sock = sock;
-	c->wake_fd = -1;
-	pthread_mutex_init(&c->lock, NULL);
-	pthread_mutex_init(&c->send_lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	wire_rx_init(&c->rx);
-	c->next_id = 1;
-	snprintf(c->name, sizeof(c->name), "%s", name);
-
-	fl = fcntl(sock, F_GETFL);
-	if (fl < 0 || fcntl(sock, F_SETFL, fl | O_NONBLOCK) < 0 ||
-	    fcntl(sock, F_SETFD, FD_CLOEXEC) < 0) {
-		r = error_set(errno, "fcntl: %s", strerror(errno));
-		goto fail;
-	}
-	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (c->wake_fd < 0) {
-		r = error_set(errno, "eventfd: %s", strerror(errno));
-		goto fail;
-	}
-	pthread_mutex_lock(&c->lock);
-	r = connection_hello(c);
-	pthread_mutex_unlock(&c->lock);
-	if (r < 0)
-		goto fail;
-	r = vmm_open(c->backend, &c->vmm);
-	if (r < 0) {
-		r = error_set(
-			r,
-			"vramd runs the \"%s\" backend, which libvram cannot use here: %s",
-			c->backend, strerror(-r));
-		goto fail;
-	}
-	for (unsigned i = 0; i < c->n_devices; i++)
-		if (c->devices[i].index < VMM_MAX_DEVICES)
-			snprintf(c->vmm->dev_uuid[c->devices[i].index],
-				 sizeof(c->vmm->dev_uuid[0]), "%s",
-				 c->devices[i].uuid);
-	log_write(VRAM_LOG_INFO,
-		  "connected to vramd %s (backend %s, session %llu)",
-		  c->daemon_version, c->backend,
-		  (unsigned long long)c->session_id);
-	registry_client_add(c);
-	*out = c;
-	return 0;
-fail:
-	connection_free(c);
-	return r;
-}
-
-static bool connection_idle(struct vram_client *c)
-{
-	if (__atomic_load_n(&c->busy, __ATOMIC_SEQ_CST) != 0 || c->reader)
-		return false;
-	for (struct vram_pool *p = c->pools; p; p = p->next)
-		if (__atomic_load_n(&p->users, __ATOMIC_SEQ_CST) != 0)
-			return false;
-	return true;
-}
-
-void connection_close(struct vram_client *c)
-{
-	pthread_mutex_lock(&c->lock);
-	if (c->thread_started && pthread_equal(pthread_self(), c->thread)) {
-		/* Only a log handler could get here; closing would free the
-		 * thread under its own feet. */
-		pthread_mutex_unlock(&c->lock);
-		log_write(
-			VRAM_LOG_ERROR,
-			"vram_client_close() from the event thread is not supported");
-		return;
-	}
-	c->closing = true;
-	c->stopping = true;
-	/* The daemon treats the end of the session as a close of every pool
-	 * (dropping those this client owns unless persistent), so nothing
-	 * more is sent: the socket goes, and every waiter learns at once
-	 * (the connection is marked broken and the reader woken). */
-	connection_break(c, -ESHUTDOWN, "client closed");
-	/* No shutdown(): a forked child may share this socket's open file,
-	 * and only closing our fd is ours to do. */
-	connection_wake(c);
-	pthread_cond_broadcast(&c->cond);
-	while (!connection_idle(c))
-		pthread_cond_wait(&c->cond, &c->lock);
-	if (c->thread_started) {
-		pthread_mutex_unlock(&c->lock);
-		pthread_join(c->thread, NULL);
-		pthread_mutex_lock(&c->lock);
-		c->thread_started = false;
-	}
-	while (c->pools) {
-		struct vram_pool *p = c->pools;
-		pool_unlink(p);
-		pool_free(p);
-	}
-	pthread_mutex_unlock(&c->lock);
-	connection_free(c);
 }

@@ -1,0 +1,25 @@
+/* Events from the daemon about pools this process maps (events.c). */
+#ifndef LIBVRAM_EVENTS_H
+#define LIBVRAM_EVENTS_H
+
+#include <stdint.h>
+
+#include "client.h"
+#include "vram.pb-c.h"
+#include "wire.h"
+
+/* What an event's ack says. */
+struct events_ack {
+	uint64_t event_id;
+	int err; /* 0 or -errno */
+	char message[256];
+};
+
+/* Handles one event from the daemon. In the reader, with c->lock held;
+ * f's fds are closed by the caller. Returns 1 when the event wants an ack,
+ * which *ack then holds and the caller sends, or 0. Never waits on the
+ * daemon. */
+int events_handle(struct vram_client *c, const Vram__Event *ev,
+		  const struct wire_frame *f, struct events_ack *ack);
+
+#endif

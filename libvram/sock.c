@@ -1,0 +1,89 @@
+/* The client's end of the Unix socket: see sock.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "sock.h"
+#include "wire.h"
+
+int sock_connect(const char *path, int *sock)
+{
+	struct sockaddr_un sa;
+	socklen_t len;
+	size_t n = strlen(path);
+	int fd, r;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	if (n == 0)
+		return error_set(EINVAL, "empty socket path");
+	if (n >= sizeof(sa.sun_path))
+		return error_set(ENAMETOOLONG, "socket path too long: %s",
+				 path);
+	if (path[0] == '@') {
+		/* Abstract namespace: a leading NUL, no terminator. */
+		memcpy(sa.sun_path + 1, path + 1, n - 1);
+		len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+	} else {
+		memcpy(sa.sun_path, path, n);
+		len = (socklen_t)sizeof(sa);
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return error_set(errno, "socket: %s", strerror(errno));
+	do
+		r = connect(fd, (struct sockaddr *)&sa, len);
+	while (r < 0 && errno == EINTR);
+	if (r < 0) {
+		int err = errno;
+		close(fd);
+		return error_set(err, "cannot connect to vramd at %s: %s", path,
+				 strerror(err));
+	}
+	/* Non-blocking from here on: the reader polls, sock_send waits. */
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {
+		int err = errno;
+		close(fd);
+		return error_set(err, "fcntl: %s", strerror(err));
+	}
+	*sock = fd;
+	return 0;
+}
+
+int sock_send(int sock, const void *payload, size_t len, const int *fds,
+	      unsigned nfds)
+{
+	struct wire_tx tx;
+	int err;
+
+	wire_tx_init(&tx);
+	err = wire_tx_queue(&tx, payload, len, fds, nfds);
+	if (err < 0)
+		return err;
+	for (;;) {
+		err = wire_tx_flush(&tx, sock);
+		if (err != 0)
+			break;
+		/* The socket is non-blocking (the reader shares it): wait
+		 * until it takes more. */
+		struct pollfd p = { .fd = sock, .events = POLLOUT };
+		int r = poll(&p, 1, -1);
+		if (r < 0 && errno != EINTR) {
+			err = -errno;
+			break;
+		}
+		if (r > 0 && (p.revents & POLLNVAL)) {
+			err = -EBADF;
+			break;
+		}
+		/* POLLERR and POLLHUP: the next flush reports the error. */
+	}
+	wire_tx_free(&tx);
+	return err < 0 ? err : 0;
+}
