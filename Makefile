@@ -8,7 +8,9 @@
 #   make test-gpu   GPU tests (needs a GPU; see docs/gpu.md), PyTorch's too
 #   make bench-gpu  GPU benchmarks
 #   make bench-torch  PyTorch pause/resume benchmark (GPU + torch; docs/python.md)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same)
+#   make test-deb   build the Debian packages, install and remove them in a
+#                   throwaway root
 #   make proto      regenerate proto/vram.pb-c.[ch] from proto/vram.proto
 
 BUILD ?= build
@@ -198,8 +200,12 @@ TEST_ENV = VRAMD_BIN=$(abspath $(VRAMD)) VRAMCTL_BIN=$(abspath $(VRAMCTL)) \
 # the interpreter, which a sanitized libvram cannot be: not under asan.
 PY_TESTS := $(if $(SANITIZE),,tests/python/run_pytest)
 
-test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN)
-	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS)
+# Shell cases (the runner's protocol): make install into a DESTDIR, and
+# vramd's log lines as the journal reads them.
+SYSTEM_TESTS := $(wildcard tests/system/*_test)
+
+test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN) install-files
+	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS) $(SYSTEM_TESTS)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
@@ -258,13 +264,18 @@ subst_paths = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g
 	-e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
 
-# Generated for this prefix; rebuilt when the prefix changes.
-$(INST)/paths.$(subst /,_,$(PREFIX)):
-	$(Q)mkdir -p $(@D) && rm -f $(INST)/paths.* && touch $@
-$(INST)/vramd.service: etc/vramd.service.in $(INST)/paths.$(subst /,_,$(PREFIX))
+# Generated for these paths: $(INST)/paths holds them and changes only when
+# they do, so that a make install with another PREFIX regenerates them.
+INST_PATHS := $(PREFIX) $(BINDIR) $(LIBDIR) $(INCLUDEDIR) $(SYSCONFDIR) $(VERSION)
+.PHONY: install-paths-check
+install-paths-check:
+$(INST)/paths: install-paths-check
+	$(Q)mkdir -p $(@D) && echo '$(INST_PATHS)' | cmp -s - $@ || \
+		echo '$(INST_PATHS)' >$@
+$(INST)/vramd.service: etc/vramd.service.in $(INST)/paths
 	$(call msg,GEN,$@)
 	$(Q)$(subst_paths) $< >$@
-$(INST)/vram.pc: etc/vram.pc.in $(INST)/paths.$(subst /,_,$(PREFIX))
+$(INST)/vram.pc: etc/vram.pc.in $(INST)/paths
 	$(call msg,GEN,$@)
 	$(Q)$(subst_paths) $< >$@
 $(INST)/METADATA: python/pyproject.toml
