@@ -20,8 +20,14 @@ CC ?= cc
 SANITIZE ?=
 
 PKGS := libuv libprotobuf-c libsystemd
+# What make and make test need. Not libamdhip64-dev (~190 MiB with
+# libllvm15): only tests/unit/daemon_hip_abi_test.c reads its headers, and
+# it skips without them (`make deps-hip` installs them).
 DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
-	protobuf-c-compiler libsystemd-dev python3 python3-pytest libamdhip64-dev
+	protobuf-c-compiler libsystemd-dev python3 python3-pytest
+DEB_PKGS_HIP := libamdhip64-dev
+# What make test-deb needs on top: the packaging tools.
+DEB_PKGS_DEB := dpkg-dev debhelper dh-python python3-all fakeroot lintian
 
 ifeq ($(V),1)
 Q :=
@@ -103,6 +109,9 @@ deps: $(DEPS_STAMP)
 $(DEPS_STAMP):
 	$(Q)./etc/install-deps.sh $(DEB_PKGS)
 	$(Q)mkdir -p $(@D) && touch $@
+.PHONY: deps-hip
+deps-hip:
+	$(Q)./etc/install-deps.sh $(DEB_PKGS_HIP)
 
 # ---- objects --------------------------------------------------------------
 $(BUILD)/obj/proto/vram.pb-c.o: proto/vram.pb-c.c proto/vram.pb-c.h
