@@ -98,7 +98,7 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(GPU_SRC))
 DEMO_BIN := $(patsubst demo/%.c,$(BUILD)/demo/%,$(DEMO_SRC))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test asan demo bench test-gpu bench-gpu bench-torch install proto clean
+.PHONY: all deps test test-deb asan demo bench test-gpu bench-gpu bench-torch install proto clean
 # Keep intermediate objects between runs.
 .SECONDARY:
 all: $(VRAMD) $(LIBVRAM) $(VRAMCTL)
@@ -216,6 +216,13 @@ SYSTEM_TESTS := $(wildcard tests/system/*_test)
 test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN) install-files
 	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS) $(SYSTEM_TESTS)
 
+# The Debian packages built, linted, installed and purged in a throwaway
+# root (tests/system/deb_test; a minute or two). make test runs only its
+# quick part.
+test-deb: $(RUNNER)
+	$(Q)./etc/install-deps.sh $(DEB_PKGS) $(DEB_PKGS_DEB)
+	$(Q)$(TEST_ENV) VRAM_TEST_DEB=1 TEST_TIMEOUT=900 $(RUNNER) tests/system/deb_test
+
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 		SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' test
@@ -323,7 +330,6 @@ install: all $(INSTALL_FILES)
 	install -m 644 $(INST)/METADATA $(DESTDIR)$(PYTHONDIR)/$(PY_DIST)/
 	printf '[vllm.general_plugins]\nvram = vram.compat.vllm:register\n' \
 		>$(DESTDIR)$(PYTHONDIR)/$(PY_DIST)/entry_points.txt
-	printf 'vram\n' >$(DESTDIR)$(PYTHONDIR)/$(PY_DIST)/top_level.txt
 	@# An edited config survives: the shipped one only where there is none.
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf ]; then \
 		echo "keeping $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf (defaults: vramd.conf(5))"; \
