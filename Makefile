@@ -26,8 +26,11 @@ PKGS := libuv libprotobuf-c libsystemd
 DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
 	protobuf-c-compiler libsystemd-dev python3 python3-pytest
 DEB_PKGS_HIP := libamdhip64-dev
-# What make test-deb needs on top: the packaging tools.
-DEB_PKGS_DEB := dpkg-dev debhelper dh-python python3-all fakeroot lintian
+# What make test-deb needs on top: the packaging tools, and for
+# docs/python.md's venv line (a case of make test, skipped without them)
+# venv and Debian's wheels.
+DEB_PKGS_DEB := dpkg-dev debhelper dh-python python3-all fakeroot lintian \
+	python3-venv python3-setuptools-whl python3-wheel-whl
 
 ifeq ($(V),1)
 Q :=
