@@ -116,8 +116,10 @@ int main(int argc, char **argv)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	r = server_init(&srv, &loop, &cfg);
-	if (r < 0)
+	if (r < 0) {
+		uv_loop_close(&loop); /* no handle is open yet: frees the loop */
 		return 1;
+	}
 	log_info("vramd %s ready (%s backend)", VRAMD_VERSION, srv.backend->ops->name);
 	server_run(&srv);
 	server_fini(&srv);
