@@ -84,7 +84,7 @@ int main(int argc, char **argv)
 	}
 	r = config_load(&cfg, config_path ? config_path : DEFAULT_CONFIG);
 	if (r == -EINVAL || (r < 0 && config_path)) {
-		fprintf(stderr, "vramd: cannot read %s: %s\n",
+		log_err("cannot read %s: %s",
 			config_path ? config_path : DEFAULT_CONFIG, strerror(-r));
 		return 1;
 	}
