@@ -24,7 +24,7 @@ PKGS := libuv libprotobuf-c libsystemd
 # libllvm15): only tests/unit/daemon_hip_abi_test.c reads its headers, and
 # it skips without them (`make deps-hip` installs them).
 DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
-	protobuf-c-compiler libsystemd-dev python3 python3-pytest
+	protobuf-c-compiler libsystemd-dev python3 python3-pytest bash-completion
 DEB_PKGS_HIP := libamdhip64-dev
 # What make test-deb needs on top: the packaging tools, and for
 # docs/python.md's venv line (a case of make test, skipped without them)
