@@ -50,8 +50,8 @@ static int gpu_find(unsigned vendor, char *addr, size_t size)
 			char path[1024];
 			FILE *f;
 
-			snprintf(path, sizeof(path), "%s/%s/%s", root, e->d_name,
-				 files[i]);
+			snprintf(path, sizeof(path), "%s/%s/%s", root,
+				 e->d_name, files[i]);
 			f = fopen(path, "re");
 			if (!f)
 				break;

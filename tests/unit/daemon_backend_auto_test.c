@@ -14,7 +14,8 @@
 static char sysfs[] = "/tmp/vramd-pci-XXXXXX";
 
 /* One PCI device of vendor and class under the fake sysfs. */
-static void pci_device_add(const char *addr, const char *vendor, const char *cls)
+static void pci_device_add(const char *addr, const char *vendor,
+			   const char *cls)
 {
 	char path[256];
 	FILE *f;
