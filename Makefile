@@ -212,8 +212,9 @@ TEST_ENV = VRAMD_BIN=$(abspath $(VRAMD)) VRAMCTL_BIN=$(abspath $(VRAMCTL)) \
 # the interpreter, which a sanitized libvram cannot be: not under asan.
 PY_TESTS := $(if $(SANITIZE),,tests/python/run_pytest)
 
-# Shell cases (the runner's protocol): make install into a DESTDIR, and
-# vramd's log lines as the journal reads them.
+# Shell cases (the runner's protocol): make install (a DESTDIR, a throwaway
+# root), the packages' quick check, vramctl's completion, and vramd's log
+# lines as the journal reads them.
 SYSTEM_TESTS := $(wildcard tests/system/*_test)
 
 test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN) install-files
