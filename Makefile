@@ -8,7 +8,9 @@
 #   make test-gpu   GPU tests (needs a GPU; see docs/gpu.md), PyTorch's too
 #   make bench-gpu  GPU benchmarks
 #   make bench-torch  PyTorch pause/resume benchmark (GPU + torch; docs/python.md)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same)
+#   make test-deb   build the Debian packages, install and remove them in a
+#                   throwaway root
 #   make proto      regenerate proto/vram.pb-c.[ch] from proto/vram.proto
 
 BUILD ?= build
@@ -18,8 +20,17 @@ CC ?= cc
 SANITIZE ?=
 
 PKGS := libuv libprotobuf-c libsystemd
+# What make and make test need. Not libamdhip64-dev (~190 MiB with
+# libllvm15): only tests/unit/daemon_hip_abi_test.c reads its headers, and
+# it skips without them (`make deps-hip` installs them).
 DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
-	protobuf-c-compiler libsystemd-dev python3 python3-pytest libamdhip64-dev
+	protobuf-c-compiler libsystemd-dev python3 python3-pytest bash-completion
+DEB_PKGS_HIP := libamdhip64-dev
+# What make test-deb needs on top: the packaging tools, and for
+# docs/python.md's venv line (a case of make test, skipped without them)
+# venv and Debian's wheels.
+DEB_PKGS_DEB := dpkg-dev debhelper dh-python python3-all fakeroot lintian \
+	python3-venv python3-setuptools-whl python3-wheel-whl
 
 ifeq ($(V),1)
 Q :=
@@ -83,6 +94,7 @@ HARNESS_OBJ := $(call obj,$(HARNESS_SRC))
 VRAMD := $(BUILD)/vramd
 LIBVRAM := $(BUILD)/libvram.so.0
 VRAMCTL := $(BUILD)/vramctl
+PRELOAD := $(BUILD)/libvram-preload.so
 RUNNER := $(BUILD)/tests/runner
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 INTEG_BIN := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,$(INTEG_SRC))
@@ -90,7 +102,7 @@ GPU_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(GPU_SRC))
 DEMO_BIN := $(patsubst demo/%.c,$(BUILD)/demo/%,$(DEMO_SRC))
 BENCH_BIN := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all deps test asan demo bench test-gpu bench-gpu bench-torch install proto clean
+.PHONY: all deps test test-deb asan demo bench test-gpu bench-gpu bench-torch install proto clean
 # Keep intermediate objects between runs.
 .SECONDARY:
 all: $(VRAMD) $(LIBVRAM) $(VRAMCTL)
@@ -101,6 +113,9 @@ deps: $(DEPS_STAMP)
 $(DEPS_STAMP):
 	$(Q)./etc/install-deps.sh $(DEB_PKGS)
 	$(Q)mkdir -p $(@D) && touch $@
+.PHONY: deps-hip
+deps-hip:
+	$(Q)./etc/install-deps.sh $(DEB_PKGS_HIP)
 
 # ---- objects --------------------------------------------------------------
 $(BUILD)/obj/proto/vram.pb-c.o: proto/vram.pb-c.c proto/vram.pb-c.h
@@ -204,8 +219,20 @@ $(LAYOUT): $(call obj,tests/python/vram_layout.c)
 	$(call msg,LD,$@)
 	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $^
 
-test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN) $(LAYOUT)
-	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS)
+# Shell cases (the runner's protocol): make install (a DESTDIR, a throwaway
+# root), the packages' quick check, vramctl's completion, and vramd's log
+# lines as the journal reads them.
+SYSTEM_TESTS := $(wildcard tests/system/*_test)
+
+test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN) $(LAYOUT) install-files
+	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS) $(SYSTEM_TESTS)
+
+# The Debian packages built, linted, installed and purged in a throwaway
+# root (tests/system/deb_test; a minute or two). make test runs only its
+# quick part.
+test-deb: $(RUNNER)
+	$(Q)./etc/install-deps.sh $(DEB_PKGS) $(DEB_PKGS_DEB)
+	$(Q)$(TEST_ENV) VRAM_TEST_DEB=1 TEST_TIMEOUT=900 $(RUNNER) tests/system/deb_test
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
@@ -226,18 +253,146 @@ bench-gpu: all $(BENCH_BIN)
 bench-torch: all $(BUILD)/bench/gpu_raw
 	$(Q)$(TEST_ENV) python3 bench/torch_bench.py
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib \
-		$(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/systemd/system \
-		$(DESTDIR)/etc/vramd
-	install -m 755 $(VRAMD) $(VRAMCTL) $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 $(LIBVRAM) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libvram.so.0 $(DESTDIR)$(PREFIX)/lib/libvram.so
-	install -m 644 libvram/include/vram.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 etc/vramd.service etc/vramd.socket $(DESTDIR)$(PREFIX)/lib/systemd/system/
-	install -m 644 etc/vramd.conf $(DESTDIR)/etc/vramd/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 644 docs/vramctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+# ---- install --------------------------------------------------------------
+# make install [PREFIX=/usr/local] [DESTDIR=]: the FHS places of either
+# prefix. Under /usr the library goes to the multiarch directory and the
+# units where Debian's systemd looks for packaged ones; under any other
+# prefix everything stays below it, except the settings in SYSCONFDIR.
+VERSION := $(shell sed -n 's/^.define VRAM_VERSION_STRING "\(.*\)"/\1/p' libvram/include/vram.h)
+MULTIARCH := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC) -print-multiarch 2>/dev/null)
+is_usr = $(filter /usr,$(PREFIX))
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(if $(is_usr),$(PREFIX)/lib/$(MULTIARCH),$(PREFIX)/lib)
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DATADIR ?= $(PREFIX)/share
+MANDIR ?= $(DATADIR)/man
+SYSCONFDIR ?= /etc
+# Debian 12 keeps packaged units in /lib (not yet merged into /usr/lib).
+UNITDIR ?= $(if $(is_usr),$(or $(shell pkg-config --variable=systemdsystemunitdir systemd 2>/dev/null),/lib/systemd/system),$(PREFIX)/lib/systemd/system)
+SYSUSERSDIR ?= $(if $(is_usr),/usr/lib/sysusers.d,$(PREFIX)/lib/sysusers.d)
+TMPFILESDIR ?= $(if $(is_usr),/usr/lib/tmpfiles.d,$(PREFIX)/lib/tmpfiles.d)
+COMPLETIONDIR ?= $(DATADIR)/bash-completion/completions
+# The Python package goes where the system's python3 imports from: Debian's
+# dist-packages, version-less under /usr, python3.X under /usr/local.
+PYTHON ?= $(or $(wildcard /usr/bin/python3),python3)
+PYVER := $(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR ?= $(if $(is_usr),$(PREFIX)/lib/python3/dist-packages,$(PREFIX)/lib/$(PYVER)/dist-packages)
+PY_DIST := vram-$(VERSION).dist-info
+
+INST := $(BUILD)/install
+# Installed programs find libvram through the loader's paths, never the
+# build tree: vramctl is linked again without the build's rpath.
+$(INST)/vramctl: $(call obj,$(VRAMCTL_SRC)) $(LIBVRAM)
+	$(call msg,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CC) $(LDFLAGS_ALL) -o $@ $(call obj,$(VRAMCTL_SRC)) -L$(BUILD) -lvram
+
+subst_paths = sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' \
+	-e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	-e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g'
+
+# Generated for these paths: $(INST)/paths holds them and changes only when
+# they do, so that a make install with another PREFIX regenerates them.
+INST_PATHS := $(PREFIX) $(BINDIR) $(LIBDIR) $(INCLUDEDIR) $(SYSCONFDIR) $(VERSION)
+.PHONY: install-paths-check
+install-paths-check:
+$(INST)/paths: install-paths-check
+	$(Q)mkdir -p $(@D) && echo '$(INST_PATHS)' | cmp -s - $@ || \
+		echo '$(INST_PATHS)' >$@
+$(INST)/vramd.service: etc/vramd.service.in $(INST)/paths
+	$(call msg,GEN,$@)
+	$(Q)$(subst_paths) $< >$@
+$(INST)/vram.pc: etc/vram.pc.in $(INST)/paths
+	$(call msg,GEN,$@)
+	$(Q)$(subst_paths) $< >$@
+$(INST)/METADATA: python/pyproject.toml
+	$(call msg,GEN,$@)
+	$(Q)mkdir -p $(@D) && printf 'Metadata-Version: 2.1\nName: vram\nVersion: %s\nSummary: Python bindings of libvram, the vramd GPU memory broker'"'"'s client library\nLicense: Apache-2.0\nRequires-Python: >=3.8\n' $(VERSION) >$@
+
+INSTALL_FILES := $(VRAMD) $(INST)/vramctl $(LIBVRAM) $(PRELOAD) \
+	$(INST)/vramd.service $(INST)/vram.pc $(INST)/METADATA
+
+.PHONY: install-files uninstall
+install-files: $(INSTALL_FILES)
+
+install: all $(INSTALL_FILES)
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) \
+		$(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSCONFDIR)/vramd \
+		$(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR) $(DESTDIR)$(COMPLETIONDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(PYTHONDIR)/vram/compat \
+		$(DESTDIR)$(PYTHONDIR)/$(PY_DIST)
+	install -m 755 $(VRAMD) $(INST)/vramctl $(DESTDIR)$(BINDIR)/
+	install -m 644 $(LIBVRAM) $(DESTDIR)$(LIBDIR)/libvram.so.$(VERSION)
+	ln -sf libvram.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libvram.so.0
+	ln -sf libvram.so.0 $(DESTDIR)$(LIBDIR)/libvram.so
+	@# A plugin for LD_PRELOAD, not a library to link: its own directory.
+	install -d $(DESTDIR)$(LIBDIR)/vram
+	install -m 644 $(PRELOAD) $(DESTDIR)$(LIBDIR)/vram/
+	install -m 644 $(INST)/vram.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	install -m 644 libvram/include/vram.h libvram/preload/vram_preload.h \
+		$(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(INST)/vramd.service etc/vramd.socket $(DESTDIR)$(UNITDIR)/
+	install -m 644 etc/vramd.sysusers $(DESTDIR)$(SYSUSERSDIR)/vramd.conf
+	install -m 644 etc/vramd.tmpfiles $(DESTDIR)$(TMPFILESDIR)/vramd.conf
+	install -m 644 etc/vramctl.bash-completion $(DESTDIR)$(COMPLETIONDIR)/vramctl
+	install -m 644 docs/vramctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 644 docs/libvram.3 $(DESTDIR)$(MANDIR)/man3/
+	install -m 644 docs/vramd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 docs/vramd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 644 python/vram/*.py $(DESTDIR)$(PYTHONDIR)/vram/
+	install -m 644 python/vram/compat/*.py $(DESTDIR)$(PYTHONDIR)/vram/compat/
+	install -m 644 $(INST)/METADATA $(DESTDIR)$(PYTHONDIR)/$(PY_DIST)/
+	printf '[vllm.general_plugins]\nvram = vram.compat.vllm:register\n' \
+		>$(DESTDIR)$(PYTHONDIR)/$(PY_DIST)/entry_points.txt
+	@# An edited config survives: the shipped one only where there is none.
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf ]; then \
+		echo "keeping $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf (defaults: vramd.conf(5))"; \
+	else \
+		echo "install -m 644 etc/vramd.conf $(DESTDIR)$(SYSCONFDIR)/vramd/"; \
+		install -m 644 etc/vramd.conf $(DESTDIR)$(SYSCONFDIR)/vramd/; \
+	fi
+	@# The live system: the loader's cache, the group, systemd's view.
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo ldconfig; ldconfig; \
+		if command -v systemd-sysusers >/dev/null; then \
+			echo "systemd-sysusers $(SYSUSERSDIR)/vramd.conf"; \
+			systemd-sysusers $(SYSUSERSDIR)/vramd.conf; \
+		elif ! getent group vram >/dev/null; then \
+			echo "groupadd --system vram"; groupadd --system vram; \
+		fi; \
+		if [ -d /run/systemd/system ]; then \
+			echo "systemctl daemon-reload"; systemctl daemon-reload; \
+		fi; \
+	fi
+
+# Removes what install put there. The settings go only if unchanged, and
+# the group stays (files may belong to it).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/vramd $(DESTDIR)$(BINDIR)/vramctl \
+		$(DESTDIR)$(LIBDIR)/libvram.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libvram.so.0 \
+		$(DESTDIR)$(LIBDIR)/libvram.so $(DESTDIR)$(PKGCONFIGDIR)/vram.pc \
+		$(DESTDIR)$(INCLUDEDIR)/vram.h $(DESTDIR)$(INCLUDEDIR)/vram_preload.h \
+		$(DESTDIR)$(LIBDIR)/vram/libvram-preload.so $(DESTDIR)$(UNITDIR)/vramd.service \
+		$(DESTDIR)$(UNITDIR)/vramd.socket $(DESTDIR)$(SYSUSERSDIR)/vramd.conf \
+		$(DESTDIR)$(TMPFILESDIR)/vramd.conf $(DESTDIR)$(COMPLETIONDIR)/vramctl \
+		$(DESTDIR)$(MANDIR)/man1/vramctl.1 $(DESTDIR)$(MANDIR)/man3/libvram.3 \
+		$(DESTDIR)$(MANDIR)/man5/vramd.conf.5 $(DESTDIR)$(MANDIR)/man8/vramd.8
+	rmdir $(DESTDIR)$(LIBDIR)/vram 2>/dev/null || true
+	rm -rf $(DESTDIR)$(PYTHONDIR)/vram $(DESTDIR)$(PYTHONDIR)/$(PY_DIST)
+	@if cmp -s etc/vramd.conf $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf; then \
+		echo "rm $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf"; \
+		rm -f $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf; \
+		rmdir $(DESTDIR)$(SYSCONFDIR)/vramd 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf ]; then \
+		echo "keeping the edited $(DESTDIR)$(SYSCONFDIR)/vramd/vramd.conf"; \
+	fi
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo ldconfig; ldconfig; \
+		if [ -d /run/systemd/system ]; then \
+			echo "systemctl daemon-reload"; systemctl daemon-reload; \
+		fi; \
+	fi
 
 clean:
 	rm -rf build build-asan
@@ -247,7 +402,6 @@ clean:
 # header only, exporting just the runtime calls it replaces and its
 # vram_preload_* entry points. Tested by tests/integration/preload_test.c
 # through a program linked against a fake CUDA runtime.
-PRELOAD := $(BUILD)/libvram-preload.so
 PRELOAD_SRC := $(wildcard libvram/preload/*.c)
 PRELOAD_OBJ := $(call obj,$(PRELOAD_SRC))
 PRELOAD_INC := $(PUBLIC_INC) -Ilibvram/preload
@@ -282,9 +436,3 @@ $(PRELOAD_CHILD): $(BUILD)/obj/tests/integration/preload/preload_child.o $(CUDAR
 		-L$(BUILD)/tests -lcudart_fake -Wl,-rpath,'$$ORIGIN/..' -ldl
 
 test: $(PRELOAD) $(PRELOAD_CHILD)
-install: install-preload
-.PHONY: install-preload
-install-preload: $(PRELOAD)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
-	install -m 755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 libvram/preload/vram_preload.h $(DESTDIR)$(PREFIX)/include/

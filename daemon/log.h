@@ -1,5 +1,7 @@
 /* Leveled logging on stderr: "vramd: LEVEL: message". Under systemd the
- * journal adds time stamps, so none are printed here. */
+ * journal adds time stamps, so none are printed here; when stderr is the
+ * journal, lines start with their syslog priority instead ("<4>warn: ...",
+ * sd-daemon(3)), so that journalctl -p filters them. */
 #ifndef VRAMD_LOG_H
 #define VRAMD_LOG_H
 
@@ -10,6 +12,12 @@ extern enum log_level log_max_level;
 /* "error", "warn", "info", "debug" → level; -EINVAL otherwise. */
 int log_level_parse(const char *s);
 
+/* 1 if stderr is a journal stream: $JOURNAL_STREAM ("DEV:INO", set by
+ * systemd) names stderr's device and inode; 0 otherwise (a terminal, a
+ * file, or stderr redirected by a child of the service). */
+int log_stderr_is_journal(void);
+
+/* Prints one line at level if log_max_level allows it. */
 void log_msg(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 

@@ -84,7 +84,7 @@ int main(int argc, char **argv)
 	}
 	r = config_load(&cfg, config_path ? config_path : DEFAULT_CONFIG);
 	if (r == -EINVAL || (r < 0 && config_path)) {
-		fprintf(stderr, "vramd: cannot read %s: %s\n",
+		log_err("cannot read %s: %s",
 			config_path ? config_path : DEFAULT_CONFIG, strerror(-r));
 		return 1;
 	}
@@ -116,8 +116,10 @@ int main(int argc, char **argv)
 	uv_loop_t loop;
 	uv_loop_init(&loop);
 	r = server_init(&srv, &loop, &cfg);
-	if (r < 0)
+	if (r < 0) {
+		uv_loop_close(&loop); /* no handle is open yet: frees the loop */
 		return 1;
+	}
 	log_info("vramd %s ready (%s backend)", VRAMD_VERSION, srv.backend->ops->name);
 	server_run(&srv);
 	server_fini(&srv);

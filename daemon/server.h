@@ -9,7 +9,7 @@
 #include "backend.h"
 #include "config.h"
 
-#define VRAMD_VERSION "0.1.0"
+#define VRAMD_VERSION "0.2.0"
 
 struct session;
 struct pool;

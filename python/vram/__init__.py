@@ -60,7 +60,7 @@ __all__ = [
     "set_log_handler",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 class VramError(OSError):
