@@ -118,7 +118,7 @@ int main(int argc, char **argv)
 	r = server_init(&srv, &loop, &cfg);
 	if (r < 0)
 		return 1;
-	log_info("vramd %s ready (%s backend)", VRAMD_VERSION, srv.backend->ops->name);
+	log_info("vramd %s ready (%s backend)", VRAMD_VERSION, srv.node.backend->ops->name);
 	server_run(&srv);
 	server_fini(&srv);
 	uv_loop_close(&loop);

@@ -1,3 +1,5 @@
+/* Pieces of messages several replies and events share, and the
+ * conversions of the daemon's enums to the wire's. */
 #include "message.h"
 
 #include <errno.h>
@@ -53,4 +55,73 @@ unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
 		ptrs[i] = &dev[i];
 	}
 	return b->n_devices;
+}
+
+Vram__State state_to_wire(enum pool_state s)
+{
+	switch (s) {
+	case POOL_ACTIVE:
+		return VRAM__STATE__STATE_ACTIVE;
+	case POOL_PAUSING:
+		return VRAM__STATE__STATE_PAUSING;
+	case POOL_PAUSED:
+		return VRAM__STATE__STATE_PAUSED;
+	case POOL_RESUMING:
+		return VRAM__STATE__STATE_RESUMING;
+	}
+	return VRAM__STATE__STATE_ACTIVE;
+}
+
+Vram__Policy policy_to_wire(enum pool_policy p)
+{
+	return p == POOL_HOST ? VRAM__POLICY__POLICY_HOST
+			      : VRAM__POLICY__POLICY_DISCARD;
+}
+
+int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
+		   Vram__Mapper **mappers_out)
+{
+	unsigned n = pool_mapper_count(p), i = 0;
+	Vram__Mapper *m = calloc(n ? n : 1, sizeof(*m));
+	Vram__Mapper **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+
+	if (!m || !ptrs) {
+		free(m);
+		free(ptrs);
+		return -ENOMEM;
+	}
+	for (struct mapper *mp = p->mappers; mp; mp = mp->next, i++) {
+		vram__mapper__init(&m[i]);
+		m[i].pid = mp->who.pid;
+		m[i].uid = mp->who.uid;
+		m[i].name = mp->who.name;
+		m[i].access = mp->readonly ? VRAM__ACCESS__ACCESS_RO
+					   : VRAM__ACCESS__ACCESS_RW;
+		ptrs[i] = &m[i];
+	}
+	vram__pool_info__init(info);
+	info->id = p->id;
+	info->name = p->name;
+	info->tag = p->tag;
+	info->device = p->device;
+	info->state = state_to_wire(p->state);
+	info->policy = policy_to_wire(p->policy);
+	info->bytes = p->bytes;
+	info->reserve_bytes = p->reserve;
+	info->chunks = p->n_chunks;
+	info->owner_pid = p->owner ? p->owner_id.pid : 0;
+	info->owner_uid = p->owner_id.uid;
+	info->owner_name = p->owner_id.name;
+	info->flags = p->flags;
+	info->backup_bytes = p->backup_valid ? p->bytes : 0;
+	info->n_mappers = n;
+	info->mappers = ptrs;
+	*mappers_out = m;
+	return 0;
+}
+
+void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers)
+{
+	free(info->mappers);
+	free(mappers);
 }

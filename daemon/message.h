@@ -26,4 +26,15 @@ void chunk_list_free(struct chunk_list *l);
 unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
 			   Vram__DeviceInfo **ptrs);
 
+/* The wire's names for a pool's state and backup policy. */
+Vram__State state_to_wire(enum pool_state s);
+Vram__Policy policy_to_wire(enum pool_policy p);
+
+/* Fills info for p; *mappers_out is an array of pool_mapper_count(p)
+ * entries, freed with pool_info_clear (strings point into p, valid while
+ * the reply is built). 0 or -ENOMEM. */
+int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
+		   Vram__Mapper **mappers_out);
+void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers);
+
 #endif
