@@ -136,6 +136,13 @@ TEST(ping_answered_while_a_release_is_held)
 	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
 	setenv("FAKE_CUDA_RELEASE_HOLD", fifo, 1);
 	setenv("LD_PRELOAD", so, 1);
+	/* A sanitized vramd wants its runtime first; the fake's close() must
+	 * come before libc's, and asan's order check does not matter here. */
+	const char *asan = getenv("ASAN_OPTIONS");
+	char asan_opts[512];
+	snprintf(asan_opts, sizeof(asan_opts), "%s%sverify_asan_link_order=0",
+		 asan ? asan : "", asan && *asan ? ":" : "");
+	setenv("ASAN_OPTIONS", asan_opts, 1);
 	const char *const extra[] = { "--backend", "cuda", NULL };
 	int r = harness_daemon_start(&d, extra);
 	unsetenv("LD_PRELOAD");
