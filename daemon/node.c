@@ -137,8 +137,9 @@ void node_session_gone(struct node *n, struct session *s)
 			continue;
 		}
 		if (p->owner == s) {
-			log_info("pool %s kept (persistent) without its owner pid %u",
-				 p->name, s->who.pid);
+			log_info(
+				"pool %s kept (persistent) without its owner pid %u",
+				p->name, s->who.pid);
 			pool_set_owner(p, NULL, NULL);
 		}
 		if (pool_mapper_remove(p, s))

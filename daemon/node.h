@@ -27,10 +27,10 @@ struct node {
 
 /* Which pools a request names: each field set narrows the choice. */
 struct node_selector {
-	const char *name; /* NULL or "": any */
-	const char *tag;  /* NULL or "": any */
+	const char *name;   /* NULL or "": any */
+	const char *tag;    /* NULL or "": any */
 	uint32_t owner_pid; /* 0: any */
-	bool all;	  /* the caller asked for every pool */
+	bool all;	    /* the caller asked for every pool */
 };
 
 /* What a selector with no field set means: a listing shows every pool,

@@ -1,13 +1,12 @@
 /* One function per request. Each checks its arguments and the caller's
  * rights, then asks node.c, pool.c or transition.c to act and answers. */
+#include "request.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "request.h"
-
-#include <dirent.h>
 
 #include "audit.h"
 #include "clock.h"
@@ -31,7 +30,8 @@ static bool name_ok(const char *s, size_t max)
 	return n < max;
 }
 
-static void handle_hello(struct server *srv, struct session *s, uint64_t id, const Vram__Hello *h)
+static void handle_hello(struct server *srv, struct session *s, uint64_t id,
+			 const Vram__Hello *h)
 {
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__HelloReply hr = VRAM__HELLO_REPLY__INIT;
@@ -178,7 +178,8 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 	reply_pool(s, id, p);
 }
 
-static void handle_open(struct server *srv, struct session *s, uint64_t id, const Vram__PoolOpen *o)
+static void handle_open(struct server *srv, struct session *s, uint64_t id,
+			const Vram__PoolOpen *o)
 {
 	struct pool *p = o->name ? node_pool_by_name(&srv->node, o->name) : NULL;
 	bool ro = o->access == VRAM__ACCESS__ACCESS_RO;
@@ -212,7 +213,8 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id, cons
 	reply_pool(s, id, p);
 }
 
-static void handle_grow(struct server *srv, struct session *s, uint64_t id, const Vram__PoolGrow *g)
+static void handle_grow(struct server *srv, struct session *s, uint64_t id,
+			const Vram__PoolGrow *g)
 {
 	struct pool *p = node_pool_by_id(&srv->node, g->pool_id);
 	Vram__Response resp = VRAM__RESPONSE__INIT;
@@ -285,7 +287,8 @@ static void reply_ok(struct session *s, uint64_t id)
 	session_reply(s, &resp, NULL, 0);
 }
 
-static void handle_close(struct server *srv, struct session *s, uint64_t id, const Vram__PoolClose *c)
+static void handle_close(struct server *srv, struct session *s, uint64_t id,
+			 const Vram__PoolClose *c)
 {
 	struct pool *p = node_pool_by_id(&srv->node, c->pool_id);
 
@@ -306,7 +309,8 @@ static void handle_close(struct server *srv, struct session *s, uint64_t id, con
 	reply_ok(s, id);
 }
 
-static void handle_drop(struct server *srv, struct session *s, uint64_t id, const Vram__PoolDrop *d)
+static void handle_drop(struct server *srv, struct session *s, uint64_t id,
+			const Vram__PoolDrop *d)
 {
 	struct pool *p = d->name ? node_pool_by_name(&srv->node, d->name) : NULL;
 

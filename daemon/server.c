@@ -50,8 +50,8 @@ static void server_session_close(struct server *srv, struct session *s,
 {
 	if (s->closing)
 		return;
-	/* Unlinked and closing first, so that nothing is sent to it from here
-	 * on; it stays allocated until the loop comes back. */
+	/* Off both lists and closing first, so that nothing is sent to it
+	 * from here on; it stays allocated until the loop comes back. */
 	if (s->prev)
 		s->prev->next = s->next;
 	else
@@ -59,28 +59,37 @@ static void server_session_close(struct server *srv, struct session *s,
 	if (s->next)
 		s->next->prev = s->prev;
 	srv->n_sessions--;
+	for (struct session **bp = &srv->broken; *bp; bp = &(*bp)->next_broken) {
+		if (*bp == s) {
+			*bp = s->next_broken;
+			break;
+		}
+	}
 	session_close(s, why);
 	node_session_gone(&srv->node, s);
 }
 
+/* Closes the sessions that broke while sending: those on the list, not a
+ * walk over every session. */
 static void server_on_reap(uv_idle_t *h)
 {
 	struct server *srv = h->data;
-	struct session *s = srv->sessions, *next;
 
 	uv_idle_stop(h);
-	for (; s; s = next) {
-		next = s->next;
-		if (s->broken) {
-			server_session_close(srv, s, "broken");
-			next = srv->sessions; /* the list changed: start over */
-		}
+	while (srv->broken) {
+		struct session *s = srv->broken;
+		srv->broken = s->next_broken;
+		s->next_broken = NULL;
+		server_session_close(srv, s, "broken");
 	}
 }
 
 static void server_on_broken(struct session *s)
 {
 	struct server *srv = s->owner;
+
+	s->next_broken = srv->broken;
+	srv->broken = s;
 	uv_idle_start(&srv->reaper, server_on_reap);
 }
 

@@ -29,11 +29,12 @@ struct server {
 	uv_timer_t watchdog;
 	uv_timer_t status_timer; /* reads the counts once a second */
 	char status[160];	 /* the last STATUS= sent */
-	uv_idle_t reaper;  /* closes sessions marked broken */
+	uv_idle_t reaper;	 /* closes the sessions on the broken list */
 	uint64_t watchdog_usec;
 
 	struct session *sessions; /* doubly linked */
 	unsigned n_sessions;
+	struct session *broken; /* to close from the loop, via next_broken */
 
 	uint64_t next_session_id;
 	uint64_t start_ms;

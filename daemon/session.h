@@ -17,6 +17,7 @@
 
 struct session {
 	struct session *prev, *next; /* the owner's list */
+	struct session *next_broken; /* the owner's list of sessions to close */
 	void *owner;		     /* opaque here: the owner's pointer */
 	uint64_t id;
 	int fd;

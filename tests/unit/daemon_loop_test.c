@@ -3,9 +3,10 @@
  * that the daemon's close of an exported chunk fd, the driver's free, can
  * be held by the test for as long as it likes (FAKE_CUDA_RELEASE_HOLD).
  * While a pause waits for that release to finish, before it reports the
- * free memory after, other sessions are served. The test speaks the raw
+ * free memory after, other sessions are served. The tests speak the raw
  * protocol, so that nothing in the test process holds the chunks and the
- * daemon's close is the last reference. */
+ * daemon's close is the last reference. And a session that breaks while
+ * the daemon sends to it is closed from the loop, not the sender. */
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -74,16 +75,17 @@ static Vram__ServerMsg *peer_recv(struct peer *p, int wait_ms, const char *what)
 		int r = wire_rx_next(&p->rx, &f);
 		ASSERT(r >= 0);
 		if (r == 1) {
-			Vram__ServerMsg *m =
-				vram__server_msg__unpack(NULL, f.len, f.payload);
+			Vram__ServerMsg *m = vram__server_msg__unpack(
+				NULL, f.len, f.payload);
 			wire_frame_clear(&f);
 			ASSERT(m);
 			return m;
 		}
 		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
 		if (poll(&pf, 1, wait_ms) != 1)
-			TEST_FAIL("no %s from vramd in %d ms: its loop is stuck\n%s",
-				  what, wait_ms, harness_daemon_log(&d));
+			TEST_FAIL(
+				"no %s from vramd in %d ms: its loop is stuck\n%s",
+				what, wait_ms, harness_daemon_log(&d));
 		r = wire_rx_read(&p->rx, p->fd);
 		ASSERT(r > 0 || r == -EAGAIN);
 	}
@@ -120,6 +122,34 @@ static uint64_t peer_ping(struct peer *p)
 	return peer_send(p, &req);
 }
 
+static uint64_t peer_create(struct peer *p, const char *name)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolCreate c = VRAM__POOL_CREATE__INIT;
+	c.name = (char *)name;
+	c.reserve_bytes = 8u << 20;
+	req.body_case = VRAM__REQUEST__BODY_POOL_CREATE;
+	req.pool_create = &c;
+	uint64_t id = peer_send(p, &req);
+	Vram__ServerMsg *m = peer_recv(p, 10000, "create reply");
+	ASSERT_EQ(m->response->err, 0);
+	ASSERT_UEQ(m->response->id, id);
+	uint64_t pool_id = m->response->pool->info->id;
+	vram__server_msg__free_unpacked(m, NULL);
+	return pool_id;
+}
+
+static void peer_grow(struct peer *p, uint64_t pool_id, uint64_t bytes)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolGrow g = VRAM__POOL_GROW__INIT;
+	g.pool_id = pool_id;
+	g.bytes = bytes;
+	req.body_case = VRAM__REQUEST__BODY_POOL_GROW;
+	req.pool_grow = &g;
+	ASSERT_EQ(peer_response(p, peer_send(p, &req), "grow reply"), 0);
+}
+
 TEST(ping_answered_while_a_release_is_held)
 {
 	char so[64], fifo[128];
@@ -148,31 +178,15 @@ TEST(ping_answered_while_a_release_is_held)
 	unsetenv("LD_PRELOAD");
 	unsetenv("FAKE_CUDA_RELEASE_HOLD");
 	if (r < 0)
-		TEST_FAIL("cannot start vramd on the fake driver: %s", strerror(-r));
+		TEST_FAIL("cannot start vramd on the fake driver: %s",
+			  strerror(-r));
 
 	/* The owner makes a pool of one chunk and keeps no fd of it. */
 	struct peer owner, pauser, other;
 	peer_connect(&owner);
 	peer_hello(&owner, "owner");
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__PoolCreate c = VRAM__POOL_CREATE__INIT;
-	c.name = "held";
-	c.reserve_bytes = 8u << 20;
-	req.body_case = VRAM__REQUEST__BODY_POOL_CREATE;
-	req.pool_create = &c;
-	uint64_t id = peer_send(&owner, &req);
-	Vram__ServerMsg *m = peer_recv(&owner, 10000, "create reply");
-	ASSERT_EQ(m->response->err, 0);
-	ASSERT_UEQ(m->response->id, id);
-	uint64_t pool_id = m->response->pool->info->id;
-	vram__server_msg__free_unpacked(m, NULL);
-	Vram__PoolGrow g = VRAM__POOL_GROW__INIT;
-	g.pool_id = pool_id;
-	g.bytes = 2u << 20;
-	req = (Vram__Request)VRAM__REQUEST__INIT;
-	req.body_case = VRAM__REQUEST__BODY_POOL_GROW;
-	req.pool_grow = &g;
-	ASSERT_EQ(peer_response(&owner, peer_send(&owner, &req), "grow reply"), 0);
+	uint64_t pool_id = peer_create(&owner, "held");
+	peer_grow(&owner, pool_id, 2u << 20);
 
 	/* Another client pauses it: the daemon's close of the chunk, the
 	 * last reference, is the free that the fake now holds. */
@@ -182,11 +196,11 @@ TEST(ping_answered_while_a_release_is_held)
 	Vram__Selector sel = VRAM__SELECTOR__INIT;
 	sel.name = "held";
 	t.selector = &sel;
-	req = (Vram__Request)VRAM__REQUEST__INIT;
+	Vram__Request req = VRAM__REQUEST__INIT;
 	req.body_case = VRAM__REQUEST__BODY_PAUSE;
 	req.pause = &t;
 	uint64_t pause_id = peer_send(&pauser, &req);
-	m = peer_recv(&owner, 10000, "pause event");
+	Vram__ServerMsg *m = peer_recv(&owner, 10000, "pause event");
 	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_EVENT);
 	ASSERT_EQ(m->event->kind, VRAM__EVENT_KIND__EVENT_PAUSE);
 	uint64_t event_id = m->event->event_id;
@@ -220,4 +234,55 @@ TEST(ping_answered_while_a_release_is_held)
 	close(hold_fd);
 	unlink(fifo);
 	cuda_fake_remove(so);
+}
+
+/* A session whose peer no longer reads breaks on the next event sent to
+ * it and is closed from the loop's list of sessions to close: its socket
+ * is closed and its mapping is gone. */
+TEST(session_that_breaks_is_closed_from_the_loop)
+{
+	const char *const extra[] = { "--host-capacity", "64M", NULL };
+	int r = harness_daemon_start(&d, extra);
+	if (r < 0)
+		TEST_FAIL("cannot start vramd: %s", strerror(-r));
+	struct peer owner, deaf;
+	peer_connect(&owner);
+	peer_hello(&owner, "owner");
+	uint64_t pool_id = peer_create(&owner, "shared");
+	peer_connect(&deaf);
+	peer_hello(&deaf, "deaf");
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolOpen o = VRAM__POOL_OPEN__INIT;
+	o.name = "shared";
+	req.body_case = VRAM__REQUEST__BODY_POOL_OPEN;
+	req.pool_open = &o;
+	ASSERT_EQ(peer_response(&deaf, peer_send(&deaf, &req), "open reply"),
+		  0);
+	/* The daemon's next write to it fails (EPIPE); it sees no EOF. */
+	ASSERT_OK(shutdown(deaf.fd, SHUT_RD));
+	peer_grow(&owner, pool_id, 2u << 20);
+	/* Hung up once the daemon closed its end too, after the node forgot
+	 * the session (the fd is closed last). Asking for no event waits for
+	 * the hang-up alone. */
+	struct pollfd pf = { .fd = deaf.fd, .events = 0 };
+	if (poll(&pf, 1, 10000) != 1 || !(pf.revents & POLLHUP))
+		TEST_FAIL("the broken session was not closed\n%s",
+			  harness_daemon_log(&d));
+
+	Vram__List l = VRAM__LIST__INIT;
+	req = (Vram__Request)VRAM__REQUEST__INIT;
+	req.body_case = VRAM__REQUEST__BODY_LIST;
+	req.list = &l;
+	uint64_t id = peer_send(&owner, &req);
+	Vram__ServerMsg *m = peer_recv(&owner, 10000, "list reply");
+	ASSERT_UEQ(m->response->id, id);
+	ASSERT_EQ(m->response->list->n_pools, 1);
+	ASSERT_EQ(m->response->list->pools[0]->n_mappers, 1);
+	ASSERT_EQ(m->response->list->pools[0]->mappers[0]->pid,
+		  (uint32_t)getpid());
+	ASSERT_STREQ(m->response->list->pools[0]->mappers[0]->name, "owner");
+	vram__server_msg__free_unpacked(m, NULL);
+	peer_close(&deaf);
+	peer_close(&owner);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
 }
