@@ -8,7 +8,7 @@
 
 #include "audit.h"
 #include "log.h"
-#include "server.h"
+#include "node.h"
 #include "session.h"
 
 struct usage_table {
@@ -38,10 +38,9 @@ static Vram__ProcessUsage *usage_row(struct usage_table *t, uint32_t pid,
 	return u;
 }
 
-void audit_handle(struct session *s, uint64_t id)
+void audit_handle(struct node *node, struct session *s, uint64_t id)
 {
-	struct server *srv = s->srv;
-	struct backend *b = srv->backend;
+	struct backend *b = node->backend;
 	struct usage_table t = { 0 };
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__AuditReply ar = VRAM__AUDIT_REPLY__INIT;
@@ -69,8 +68,8 @@ void audit_handle(struct session *s, uint64_t id)
 		free(procs);
 	}
 	/* What each mapper holds through vramd: the pools it has mapped. */
-	for (unsigned i = 0; i < srv->n_pools; i++) {
-		struct pool *p = srv->pools[i];
+	for (unsigned i = 0; i < node->n_pools; i++) {
+		struct pool *p = node->pools[i];
 		if (p->state != POOL_ACTIVE)
 			continue;
 		for (struct mapper *m = p->mappers; m; m = m->next) {

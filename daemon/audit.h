@@ -3,10 +3,11 @@
 
 #include <stdint.h>
 
+struct node;
 struct session;
 
-/* Answers an audit request: per process and device, memory in use as the
- * driver reports it next to the memory held through vramd. */
-void audit_handle(struct session *s, uint64_t id);
+/* Answers s's audit request id: per process and device, memory in use as
+ * the driver reports it next to the memory held through vramd. */
+void audit_handle(struct node *node, struct session *s, uint64_t id);
 
 #endif

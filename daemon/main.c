@@ -120,7 +120,7 @@ int main(int argc, char **argv)
 		uv_loop_close(&loop); /* no handle is open yet: frees the loop */
 		return 1;
 	}
-	log_info("vramd %s ready (%s backend)", VRAMD_VERSION, srv.backend->ops->name);
+	log_info("vramd %s ready (%s backend)", VRAMD_VERSION, srv.node.backend->ops->name);
 	server_run(&srv);
 	server_fini(&srv);
 	uv_loop_close(&loop);

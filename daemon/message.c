@@ -1,5 +1,5 @@
-/* Pieces of messages, and the conversions from the daemon's own types
- * to the wire's. */
+/* Pieces of messages several replies and events share, and the
+ * conversions of the daemon's enums to the wire's. */
 #include "message.h"
 
 #include <errno.h>
@@ -39,6 +39,24 @@ void chunk_list_free(struct chunk_list *l)
 	l->n = 0;
 }
 
+unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
+			   Vram__DeviceInfo **ptrs)
+{
+	for (unsigned i = 0; i < b->n_devices; i++) {
+		const struct backend_device *d = &b->devices[i];
+		uint64_t free_b = 0, total = d->total_bytes;
+		backend_mem_info(b, i, &free_b, &total);
+		vram__device_info__init(&dev[i]);
+		dev[i].index = d->index;
+		dev[i].uuid = (char *)d->uuid;
+		dev[i].total_bytes = total;
+		dev[i].free_bytes = free_b;
+		dev[i].granularity = d->granularity;
+		ptrs[i] = &dev[i];
+	}
+	return b->n_devices;
+}
+
 Vram__EventKind message_event_kind(enum pool_round round)
 {
 	switch (round) {
@@ -71,20 +89,56 @@ Vram__State message_pool_state(enum pool_state s)
 	abort(); /* not an enum pool_state */
 }
 
-unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
-			   Vram__DeviceInfo **ptrs)
+Vram__Policy policy_to_wire(enum pool_policy p)
 {
-	for (unsigned i = 0; i < b->n_devices; i++) {
-		const struct backend_device *d = &b->devices[i];
-		uint64_t free_b = 0, total = d->total_bytes;
-		backend_mem_info(b, i, &free_b, &total);
-		vram__device_info__init(&dev[i]);
-		dev[i].index = d->index;
-		dev[i].uuid = (char *)d->uuid;
-		dev[i].total_bytes = total;
-		dev[i].free_bytes = free_b;
-		dev[i].granularity = d->granularity;
-		ptrs[i] = &dev[i];
+	return p == POOL_HOST ? VRAM__POLICY__POLICY_HOST
+			      : VRAM__POLICY__POLICY_DISCARD;
+}
+
+int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
+		   Vram__Mapper **mappers_out)
+{
+	unsigned n = pool_mapper_count(p), i = 0;
+	Vram__Mapper *m = calloc(n ? n : 1, sizeof(*m));
+	Vram__Mapper **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+
+	if (!m || !ptrs) {
+		free(m);
+		free(ptrs);
+		return -ENOMEM;
 	}
-	return b->n_devices;
+	for (struct mapper *mp = p->mappers; mp; mp = mp->next, i++) {
+		vram__mapper__init(&m[i]);
+		m[i].pid = mp->who.pid;
+		m[i].uid = mp->who.uid;
+		m[i].name = mp->who.name;
+		m[i].access = mp->readonly ? VRAM__ACCESS__ACCESS_RO
+					   : VRAM__ACCESS__ACCESS_RW;
+		ptrs[i] = &m[i];
+	}
+	vram__pool_info__init(info);
+	info->id = p->id;
+	info->name = p->name;
+	info->tag = p->tag;
+	info->device = p->device;
+	info->state = message_pool_state(p->state);
+	info->policy = policy_to_wire(p->policy);
+	info->bytes = p->bytes;
+	info->reserve_bytes = p->reserve;
+	info->chunks = p->n_chunks;
+	info->owner_pid = p->owner ? p->owner_id.pid : 0;
+	info->owner_uid = p->owner_id.uid;
+	info->owner_name = p->owner_id.name;
+	info->flags = p->flags;
+	info->backup_bytes = p->backup_valid ? p->bytes : 0;
+	info->n_mappers = n;
+	info->mappers = ptrs;
+	*mappers_out = m;
+	return 0;
+}
+
+void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers)
+{
+	free(info->mappers);
+	free(mappers);
 }

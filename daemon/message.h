@@ -21,14 +21,23 @@ int chunk_list_make(struct chunk_list *l, const struct pool *p, unsigned first,
 		    unsigned n, unsigned extra_fds);
 void chunk_list_free(struct chunk_list *l);
 
-/* The event kind of a round, and the state the wire shows for a pool's
- * (every PAUSING_* is PAUSING, every RESUMING_* is RESUMING). */
-Vram__EventKind message_event_kind(enum pool_round round);
-Vram__State message_pool_state(enum pool_state s);
-
 /* Fills dev[i] and ptrs[i] for every device of b (BACKEND_MAX_DEVICES
  * entries); strings point into b. Returns the number of devices. */
 unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
 			   Vram__DeviceInfo **ptrs);
+
+/* The event kind of a round, and the state the wire shows for a pool's
+ * (every PAUSING_* is PAUSING, every RESUMING_* is RESUMING). */
+Vram__EventKind message_event_kind(enum pool_round round);
+Vram__State message_pool_state(enum pool_state s);
+/* The wire's name for a pool's backup policy. */
+Vram__Policy policy_to_wire(enum pool_policy p);
+
+/* Fills info for p; *mappers_out is an array of pool_mapper_count(p)
+ * entries, freed with pool_info_clear (strings point into p, valid while
+ * the reply is built). 0 or -ENOMEM. */
+int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
+		   Vram__Mapper **mappers_out);
+void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers);
 
 #endif

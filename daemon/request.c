@@ -1,14 +1,18 @@
 /* One function per request. Each checks its arguments and the caller's
- * rights, then asks pool.c or transition.c to act and answers. */
+ * rights, then asks node.c, pool.c or transition.c to act and answers. */
+#include "request.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
 #include "audit.h"
+#include "clock.h"
 #include "log.h"
 #include "message.h"
+#include "node.h"
 #include "server.h"
 #include "session.h"
 #include "transition.h"
@@ -26,65 +30,9 @@ static bool name_ok(const char *s, size_t max)
 	return n < max;
 }
 
-static Vram__Policy to_policy(enum pool_policy p)
+static void handle_hello(struct server *srv, struct session *s, uint64_t id,
+			 const Vram__Hello *h)
 {
-	return p == POOL_HOST ? VRAM__POLICY__POLICY_HOST
-			      : VRAM__POLICY__POLICY_DISCARD;
-}
-
-/* Fills info for p; mappers is an array of pool_mapper_count(p) entries
- * the caller frees (pointers into p stay valid while the reply is built). */
-static int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
-			  Vram__Mapper **mappers_out)
-{
-	unsigned n = pool_mapper_count(p), i = 0;
-	Vram__Mapper *m = calloc(n ? n : 1, sizeof(*m));
-	Vram__Mapper **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
-
-	if (!m || !ptrs) {
-		free(m);
-		free(ptrs);
-		return -ENOMEM;
-	}
-	for (struct mapper *mp = p->mappers; mp; mp = mp->next, i++) {
-		vram__mapper__init(&m[i]);
-		m[i].pid = mp->who.pid;
-		m[i].uid = mp->who.uid;
-		m[i].name = mp->who.name;
-		m[i].access = mp->readonly ? VRAM__ACCESS__ACCESS_RO
-					   : VRAM__ACCESS__ACCESS_RW;
-		ptrs[i] = &m[i];
-	}
-	vram__pool_info__init(info);
-	info->id = p->id;
-	info->name = p->name;
-	info->tag = p->tag;
-	info->device = p->device;
-	info->state = message_pool_state(p->state);
-	info->policy = to_policy(p->policy);
-	info->bytes = p->bytes;
-	info->reserve_bytes = p->reserve;
-	info->chunks = p->n_chunks;
-	info->owner_pid = p->owner ? p->owner_id.pid : 0;
-	info->owner_uid = p->owner_id.uid;
-	info->owner_name = p->owner_id.name;
-	info->flags = p->flags;
-	info->backup_bytes = p->backup_valid ? p->bytes : 0;
-	info->n_mappers = n;
-	info->mappers = ptrs;
-	*mappers_out = m;
-	return 0;
-}
-
-static void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers)
-{
-	free(info->mappers);
-	free(mappers);
-}
-
-static void handle_hello(struct session *s, uint64_t id, const Vram__Hello *h)
-{
-	struct server *srv = s->srv;
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__HelloReply hr = VRAM__HELLO_REPLY__INIT;
 	Vram__DeviceInfo dev[BACKEND_MAX_DEVICES], *devp[BACKEND_MAX_DEVICES];
@@ -108,9 +56,9 @@ static void handle_hello(struct session *s, uint64_t id, const Vram__Hello *h)
 	if (h->name && h->name[0])
 		snprintf(s->who.name, sizeof(s->who.name), "%s", h->name);
 	s->hello_done = true;
-	hr.n_devices = device_infos_fill(srv->backend, dev, devp);
+	hr.n_devices = device_infos_fill(srv->node.backend, dev, devp);
 	hr.version = WIRE_PROTOCOL_VERSION;
-	hr.backend = (char *)srv->backend->ops->name;
+	hr.backend = (char *)srv->node.backend->ops->name;
 	hr.session_id = s->id;
 	hr.max_chunks = srv->cfg.max_chunks;
 	hr.devices = devp;
@@ -156,10 +104,9 @@ static void reply_pool(struct session *s, uint64_t id, struct pool *p)
 	chunk_list_free(&l);
 }
 
-static void handle_create(struct session *s, uint64_t id,
+static void handle_create(struct server *srv, struct session *s, uint64_t id,
 			  const Vram__PoolCreate *c)
 {
-	struct server *srv = s->srv;
 	struct pool *p;
 	uint64_t reserve = c->reserve_bytes, gran;
 	int r;
@@ -176,9 +123,9 @@ static void handle_create(struct session *s, uint64_t id,
 				    "a tag is at most %d printable bytes", POOL_TAG_MAX - 1);
 		return;
 	}
-	if (c->device >= srv->backend->n_devices) {
+	if (c->device >= srv->node.backend->n_devices) {
 		session_reply_error(s, id, ENODEV, "no device %u (the daemon has %u)",
-				    c->device, srv->backend->n_devices);
+				    c->device, srv->node.backend->n_devices);
 		return;
 	}
 	if (c->policy != VRAM__POLICY__POLICY_DISCARD &&
@@ -191,25 +138,25 @@ static void handle_create(struct session *s, uint64_t id,
 				    c->flags & ~POOL_FLAGS_ALL);
 		return;
 	}
-	if (server_pool_by_name(srv, c->name)) {
+	if (node_pool_by_name(&srv->node, c->name)) {
 		session_reply_error(s, id, EEXIST, "a pool named %s exists", c->name);
 		return;
 	}
-	if (srv->n_pools >= srv->cfg.max_pools) {
+	if (srv->node.n_pools >= srv->cfg.max_pools) {
 		session_reply_error(s, id, ENOSPC, "the daemon holds its maximum of %u pools",
 				    srv->cfg.max_pools);
 		return;
 	}
-	gran = srv->backend->devices[c->device].granularity;
+	gran = srv->node.backend->devices[c->device].granularity;
 	if (reserve == 0)
-		reserve = srv->backend->devices[c->device].total_bytes;
+		reserve = srv->node.backend->devices[c->device].total_bytes;
 	if (reserve > RESERVE_MAX) {
 		session_reply_error(s, id, EINVAL, "reserve of %llu bytes is over the limit",
 				    (unsigned long long)reserve);
 		return;
 	}
 	reserve = (reserve + gran - 1) / gran * gran;
-	r = pool_create(++srv->next_pool_id, c->name, tag, c->device,
+	r = pool_create(++srv->node.next_pool_id, c->name, tag, c->device,
 			c->policy == VRAM__POLICY__POLICY_HOST ? POOL_HOST : POOL_DISCARD,
 			c->flags, reserve, s, &s->who, &p);
 	if (r < 0) {
@@ -219,9 +166,9 @@ static void handle_create(struct session *s, uint64_t id,
 	}
 	r = pool_mapper_add(p, s, &s->who, false);
 	if (r == 0)
-		r = server_pool_add(srv, p);
+		r = node_pool_add(&srv->node, p);
 	if (r < 0) {
-		pool_destroy(p, srv->backend);
+		pool_destroy(p, srv->node.backend);
 		session_reply_error(s, id, -r, "cannot create pool: %s", strerror(-r));
 		return;
 	}
@@ -229,13 +176,12 @@ static void handle_create(struct session *s, uint64_t id,
 		 s->who.pid, s->who.name, p->tag, p->device,
 		 p->policy == POOL_HOST ? "host backup" : "discard");
 	reply_pool(s, id, p);
-	server_update_status(srv);
 }
 
-static void handle_open(struct session *s, uint64_t id, const Vram__PoolOpen *o)
+static void handle_open(struct server *srv, struct session *s, uint64_t id,
+			const Vram__PoolOpen *o)
 {
-	struct server *srv = s->srv;
-	struct pool *p = o->name ? server_pool_by_name(srv, o->name) : NULL;
+	struct pool *p = o->name ? node_pool_by_name(&srv->node, o->name) : NULL;
 	bool ro = o->access == VRAM__ACCESS__ACCESS_RO;
 	int r;
 
@@ -243,7 +189,7 @@ static void handle_open(struct session *s, uint64_t id, const Vram__PoolOpen *o)
 		session_reply_error(s, id, ENOENT, "no pool named %s", o->name ? o->name : "");
 		return;
 	}
-	if (!transition_allowed(&s->who, p)) {
+	if (!node_allowed(&s->who, p)) {
 		session_reply_error(s, id, EPERM, "pool %s belongs to uid %u", p->name,
 				    p->owner_id.uid);
 		return;
@@ -267,10 +213,10 @@ static void handle_open(struct session *s, uint64_t id, const Vram__PoolOpen *o)
 	reply_pool(s, id, p);
 }
 
-static void handle_grow(struct session *s, uint64_t id, const Vram__PoolGrow *g)
+static void handle_grow(struct server *srv, struct session *s, uint64_t id,
+			const Vram__PoolGrow *g)
 {
-	struct server *srv = s->srv;
-	struct pool *p = server_pool_by_id(srv, g->pool_id);
+	struct pool *p = node_pool_by_id(&srv->node, g->pool_id);
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__PoolGrowReply gr = VRAM__POOL_GROW_REPLY__INIT;
 	unsigned first;
@@ -285,11 +231,11 @@ static void handle_grow(struct session *s, uint64_t id, const Vram__PoolGrow *g)
 		session_reply_error(s, id, EPERM, "only the owner grows pool %s", p->name);
 		return;
 	}
-	r = pool_grow(p, srv->backend, g->bytes, srv->cfg.chunk_max,
+	r = pool_grow(p, srv->node.backend, g->bytes, srv->cfg.chunk_max,
 		      srv->cfg.max_chunks, &first);
 	if (r == -ENOMEM) {
 		uint64_t free_b = 0;
-		backend_mem_info(srv->backend, p->device, &free_b, NULL);
+		backend_mem_info(srv->node.backend, p->device, &free_b, NULL);
 		session_reply_error(s, id, ENOMEM,
 				    "device %u is out of memory: %llu bytes asked, %llu free",
 				    p->device, (unsigned long long)g->bytes,
@@ -332,7 +278,6 @@ static void handle_grow(struct session *s, uint64_t id, const Vram__PoolGrow *g)
 		if (m->session != s)
 			session_send_event(m->session, &ev, l.fds, l.n);
 	chunk_list_free(&l);
-	server_update_status(srv);
 }
 
 static void reply_ok(struct session *s, uint64_t id)
@@ -342,10 +287,10 @@ static void reply_ok(struct session *s, uint64_t id)
 	session_reply(s, &resp, NULL, 0);
 }
 
-static void handle_close(struct session *s, uint64_t id, const Vram__PoolClose *c)
+static void handle_close(struct server *srv, struct session *s, uint64_t id,
+			 const Vram__PoolClose *c)
 {
-	struct server *srv = s->srv;
-	struct pool *p = server_pool_by_id(srv, c->pool_id);
+	struct pool *p = node_pool_by_id(&srv->node, c->pool_id);
 
 	if (!p || !pool_mapper_find(p, s)) {
 		session_reply_error(s, id, ENOENT, "no pool %llu open here",
@@ -354,60 +299,71 @@ static void handle_close(struct session *s, uint64_t id, const Vram__PoolClose *
 	}
 	if (p->owner == s && !(p->flags & POOL_FLAG_PERSIST)) {
 		log_info("pool %s closed by its owner pid %u", p->name, s->who.pid);
-		server_pool_drop(srv, p, s);
+		node_pool_drop(&srv->node, p, s);
 	} else {
 		if (p->owner == s)
 			pool_set_owner(p, NULL, NULL);
 		pool_mapper_remove(p, s);
-		transition_advance(srv, p);
+		transition_advance(&srv->node, p);
 	}
 	reply_ok(s, id);
-	server_update_status(srv);
 }
 
-static void handle_drop(struct session *s, uint64_t id, const Vram__PoolDrop *d)
+static void handle_drop(struct server *srv, struct session *s, uint64_t id,
+			const Vram__PoolDrop *d)
 {
-	struct server *srv = s->srv;
-	struct pool *p = d->name ? server_pool_by_name(srv, d->name) : NULL;
+	struct pool *p = d->name ? node_pool_by_name(&srv->node, d->name) : NULL;
 
 	if (!p) {
 		session_reply_error(s, id, ENOENT, "no pool named %s", d->name ? d->name : "");
 		return;
 	}
-	if (!transition_allowed(&s->who, p)) {
+	if (!node_allowed(&s->who, p)) {
 		session_reply_error(s, id, EPERM, "pool %s belongs to uid %u", p->name,
 				    p->owner_id.uid);
 		return;
 	}
 	log_info("pool %s dropped by pid %u", p->name, s->who.pid);
-	server_pool_drop(srv, p, NULL);
+	node_pool_drop(&srv->node, p, NULL);
 	reply_ok(s, id);
-	server_update_status(srv);
 }
 
-static void handle_list(struct session *s, uint64_t id, const Vram__List *l)
+/* The node's selector for the wire's (NULL: none set). */
+static struct node_selector selector_from_wire(const Vram__Selector *sel)
 {
-	struct server *srv = s->srv;
+	struct node_selector ns = { 0 };
+	if (sel) {
+		ns.name = sel->name;
+		ns.tag = sel->tag;
+		ns.owner_pid = sel->owner_pid;
+		ns.all = sel->all;
+	}
+	return ns;
+}
+
+static void handle_list(struct server *srv, struct session *s, uint64_t id,
+			const Vram__List *l)
+{
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__ListReply lr = VRAM__LIST_REPLY__INIT;
-	unsigned n = srv->n_pools, k = 0;
-	Vram__PoolInfo *infos = calloc(n + 1, sizeof(*infos));
-	Vram__PoolInfo **ptrs = calloc(n + 1, sizeof(*ptrs));
-	Vram__Mapper **mappers = calloc(n + 1, sizeof(*mappers));
-	bool all = !l->selector || (!(l->selector->name && l->selector->name[0]) &&
-				    !(l->selector->tag && l->selector->tag[0]) &&
-				    !l->selector->owner_pid);
+	struct node_selector sel = selector_from_wire(l->selector);
+	struct pool **pools = NULL;
+	int n = node_select(&srv->node, &sel, NODE_SELECT_LIST, &pools);
+	unsigned k = 0;
+	Vram__PoolInfo *infos = NULL, **ptrs = NULL;
+	Vram__Mapper **mappers = NULL;
 
+	if (n < 0)
+		goto nomem;
+	infos = calloc((size_t)n + 1, sizeof(*infos));
+	ptrs = calloc((size_t)n + 1, sizeof(*ptrs));
+	mappers = calloc((size_t)n + 1, sizeof(*mappers));
 	if (!infos || !ptrs || !mappers)
 		goto nomem;
-	for (unsigned i = 0; i < n; i++) {
-		struct pool *p = srv->pools[i];
-		if (!all && !transition_selects(l->selector, p))
-			continue;
-		if (pool_info_fill(p, &infos[k], &mappers[k]) < 0)
+	for (; k < (unsigned)n; k++) {
+		if (pool_info_fill(pools[k], &infos[k], &mappers[k]) < 0)
 			goto nomem;
 		ptrs[k] = &infos[k];
-		k++;
 	}
 	lr.n_pools = k;
 	lr.pools = ptrs;
@@ -424,26 +380,39 @@ out:
 	free(infos);
 	free(ptrs);
 	free(mappers);
+	free(pools);
 }
 
-static void handle_stats(struct session *s, uint64_t id)
+/* Number of fds the daemon has open (/proc/self/fd). */
+static unsigned open_fds(void)
 {
-	struct server *srv = s->srv;
+	DIR *d = opendir("/proc/self/fd");
+	unsigned n = 0;
+	struct dirent *e;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n ? n - 1 : 0; /* not the directory's own fd */
+}
+
+static void handle_stats(struct server *srv, struct session *s, uint64_t id)
+{
+	struct backend *b = srv->node.backend;
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__StatsReply st = VRAM__STATS_REPLY__INIT;
 	Vram__DeviceInfo dev[BACKEND_MAX_DEVICES], *devp[BACKEND_MAX_DEVICES];
-	uint64_t backup = 0;
 
-	for (unsigned i = 0; i < srv->n_pools; i++)
-		if (srv->pools[i]->backup_valid)
-			backup += srv->pools[i]->bytes;
-	st.n_devices = device_infos_fill(srv->backend, dev, devp);
-	st.backend = (char *)srv->backend->ops->name;
+	st.n_devices = device_infos_fill(b, dev, devp);
+	st.backend = (char *)b->ops->name;
 	st.sessions = srv->n_sessions;
-	st.pools = srv->n_pools;
-	st.used_bytes = srv->backend->used_bytes;
-	st.backup_bytes = backup;
-	st.open_fds = server_open_fds();
+	st.pools = srv->node.n_pools;
+	st.used_bytes = b->used_bytes;
+	st.backup_bytes = node_backup_bytes(&srv->node);
+	st.open_fds = open_fds();
 	st.uptime_ms = (uint64_t)clock_now_ms() - srv->start_ms;
 	st.devices = devp;
 	st.daemon_version = VRAMD_VERSION;
@@ -453,58 +422,92 @@ static void handle_stats(struct session *s, uint64_t id)
 	session_reply(s, &resp, NULL, 0);
 }
 
-void request_handle(struct session *s, Vram__Request *req, int *fds,
-		    unsigned nfds)
+/* A pause (resume false) or resume of the pools msg selects. */
+static void handle_transition(struct server *srv, struct session *s,
+			      uint64_t id, bool resume,
+			      const Vram__Transition *msg)
+{
+	struct node_selector sel = selector_from_wire(msg->selector);
+	struct pool **pools = NULL;
+	int n = node_select(&srv->node, &sel, NODE_SELECT_ACT, &pools);
+	bool *allowed = n < 0 ? NULL : calloc((size_t)n + 1, sizeof(*allowed));
+
+	if (n < 0 || !allowed) {
+		session_reply_error(s, id, ENOMEM, "out of memory");
+		free(pools);
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		allowed[i] = node_allowed(&s->who, pools[i]);
+	transition_start(&srv->node, s, id, resume, pools, allowed, (unsigned)n,
+			 msg->timeout_ms ? msg->timeout_ms : srv->cfg.ack_timeout_ms);
+	free(allowed);
+	free(pools);
+}
+
+bool request_needs_settled(const Vram__Request *req)
+{
+	switch (req->body_case) {
+	case VRAM__REQUEST__BODY_POOL_GROW:
+	case VRAM__REQUEST__BODY_PAUSE:
+	case VRAM__REQUEST__BODY_RESUME:
+		return true;
+	default:
+		return false;
+	}
+}
+
+int request_handle(struct server *srv, struct session *s,
+		   const Vram__Request *req)
 {
 	uint64_t id = req->id;
 
-	if (req->body_case != VRAM__REQUEST__BODY_ACK && id == 0) {
-		session_close(s, "request without an id");
-		return;
-	}
+	if (req->body_case != VRAM__REQUEST__BODY_ACK && id == 0)
+		return -EPROTO;
 	switch (req->body_case) {
 	case VRAM__REQUEST__BODY_HELLO:
-		handle_hello(s, id, req->hello);
+		handle_hello(srv, s, id, req->hello);
 		break;
 	case VRAM__REQUEST__BODY_POOL_CREATE:
-		handle_create(s, id, req->pool_create);
+		handle_create(srv, s, id, req->pool_create);
 		break;
 	case VRAM__REQUEST__BODY_POOL_OPEN:
-		handle_open(s, id, req->pool_open);
+		handle_open(srv, s, id, req->pool_open);
 		break;
 	case VRAM__REQUEST__BODY_POOL_GROW:
-		handle_grow(s, id, req->pool_grow);
+		handle_grow(srv, s, id, req->pool_grow);
 		break;
 	case VRAM__REQUEST__BODY_POOL_CLOSE:
-		handle_close(s, id, req->pool_close);
+		handle_close(srv, s, id, req->pool_close);
 		break;
 	case VRAM__REQUEST__BODY_POOL_DROP:
-		handle_drop(s, id, req->pool_drop);
+		handle_drop(srv, s, id, req->pool_drop);
 		break;
 	case VRAM__REQUEST__BODY_PAUSE:
-		transition_start(s->srv, s, id, false, req->pause);
+		handle_transition(srv, s, id, false, req->pause);
 		break;
 	case VRAM__REQUEST__BODY_RESUME:
-		transition_start(s->srv, s, id, true, req->resume);
+		handle_transition(srv, s, id, true, req->resume);
 		break;
 	case VRAM__REQUEST__BODY_LIST:
-		handle_list(s, id, req->list);
+		handle_list(srv, s, id, req->list);
 		break;
 	case VRAM__REQUEST__BODY_STATS:
-		handle_stats(s, id);
+		handle_stats(srv, s, id);
 		break;
 	case VRAM__REQUEST__BODY_AUDIT:
-		audit_handle(s, id);
+		audit_handle(&srv->node, s, id);
 		break;
 	case VRAM__REQUEST__BODY_PING:
 		reply_ok(s, id);
 		break;
 	case VRAM__REQUEST__BODY_ACK:
-		transition_ack(s->srv, s, req->ack->event_id, req->ack->err,
+		transition_ack(&srv->node, s, req->ack->event_id, req->ack->err,
 			       req->ack->message);
 		break;
 	default:
 		session_reply_error(s, id, EOPNOTSUPP, "unknown request");
 		break;
 	}
+	return 0;
 }

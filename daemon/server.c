@@ -1,8 +1,7 @@
-/* The libuv loop: the listening socket, signals, the watchdog, and the
- * tables of sessions and pools. */
+/* The libuv loop: the listening socket, signals, the watchdog, the status
+ * line, the sessions and their read loop. */
 #include "server.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -18,123 +17,229 @@
 #include "clock.h"
 #include "log.h"
 #include "notify.h"
-#include "pool.h"
+#include "request.h"
 #include "session.h"
-#include "transition.h"
 
-unsigned server_open_fds(void)
+static void server_status_line(struct server *srv, char *buf, size_t len)
 {
-	DIR *d = opendir("/proc/self/fd");
-	unsigned n = 0;
-	struct dirent *e;
-
-	if (!d)
-		return 0;
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.')
-			n++;
-	closedir(d);
-	return n ? n - 1 : 0; /* not the directory's own fd */
+	snprintf(buf, len, "%u sessions, %u pools, %llu MiB held",
+		 srv->n_sessions, srv->node.n_pools,
+		 (unsigned long long)(srv->node.backend->used_bytes >> 20));
 }
 
-uint64_t server_free_bytes(struct server *srv)
-{
-	uint64_t sum = 0;
-	for (unsigned i = 0; i < srv->backend->n_devices; i++) {
-		uint64_t f = 0;
-		if (backend_mem_info(srv->backend, i, &f, NULL) == 0)
-			sum += f;
-	}
-	return sum;
-}
-
+/* The STATUS= line, pulled from the counts once a second and sent only
+ * when they changed, so a busy daemon still sends at most one a second. */
 static void server_on_status(uv_timer_t *h)
 {
 	struct server *srv = h->data;
-	char status[160];
-	snprintf(status, sizeof(status), "%u sessions, %u pools, %llu MiB held",
-		 srv->n_sessions, srv->n_pools,
-		 (unsigned long long)(srv->backend->used_bytes >> 20));
+	char status[sizeof(srv->status)];
+
+	server_status_line(srv, status, sizeof(status));
+	if (strcmp(status, srv->status) == 0)
+		return;
+	memcpy(srv->status, status, sizeof(status));
 	notify_status(status);
 }
 
-/* Coalesced: at most one STATUS= a second, however busy the daemon is. */
-void server_update_status(struct server *srv)
-{
-	if (!uv_is_active((uv_handle_t *)&srv->status_timer) && !srv->stopping)
-		uv_timer_start(&srv->status_timer, server_on_status, 1000, 0);
-}
+/* ---- sessions ------------------------------------------------------------ */
 
-struct pool *server_pool_by_id(struct server *srv, uint64_t id)
+/* Closes s: the node first (its pools, mappings and requests), then the
+ * session itself. */
+static void server_session_close(struct server *srv, struct session *s,
+				 const char *why)
 {
-	for (unsigned i = 0; i < srv->n_pools; i++)
-		if (srv->pools[i]->id == id)
-			return srv->pools[i];
-	return NULL;
-}
-
-struct pool *server_pool_by_name(struct server *srv, const char *name)
-{
-	for (unsigned i = 0; i < srv->n_pools; i++)
-		if (strcmp(srv->pools[i]->name, name) == 0)
-			return srv->pools[i];
-	return NULL;
-}
-
-int server_pool_add(struct server *srv, struct pool *p)
-{
-	if (srv->n_pools == srv->cap_pools) {
-		unsigned cap = srv->cap_pools ? 2 * srv->cap_pools : 16;
-		struct pool **a = realloc(srv->pools, cap * sizeof(*a));
-		if (!a)
-			return -ENOMEM;
-		srv->pools = a;
-		srv->cap_pools = cap;
-	}
-	srv->pools[srv->n_pools++] = p;
-	return 0;
-}
-
-void server_pool_drop(struct server *srv, struct pool *p,
-		      struct session *except)
-{
-	Vram__Event ev = VRAM__EVENT__INIT;
-
-	ev.kind = VRAM__EVENT_KIND__EVENT_DROP;
-	ev.pool_id = p->id;
-	for (struct mapper *m = p->mappers; m; m = m->next)
-		if (m->session != except)
-			session_send_event(m->session, &ev, NULL, 0);
-	transition_pool_dropped(srv, p);
-	for (unsigned i = 0; i < srv->n_pools; i++) {
-		if (srv->pools[i] == p) {
-			memmove(&srv->pools[i], &srv->pools[i + 1],
-				(srv->n_pools - i - 1) * sizeof(srv->pools[0]));
-			srv->n_pools--;
+	if (s->closing)
+		return;
+	/* Off both lists and closing first, so that nothing is sent to it
+	 * from here on; it stays allocated until the loop comes back. */
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		srv->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	srv->n_sessions--;
+	for (struct session **bp = &srv->broken; *bp; bp = &(*bp)->next_broken) {
+		if (*bp == s) {
+			*bp = s->next_broken;
 			break;
 		}
 	}
-	pool_destroy(p, srv->backend);
+	session_close(s, why);
+	node_session_gone(&srv->node, s);
 }
 
+/* Closes the sessions that broke while sending: those on the list, not a
+ * walk over every session. */
 static void server_on_reap(uv_idle_t *h)
 {
 	struct server *srv = h->data;
-	struct session *s = srv->sessions, *next;
 
 	uv_idle_stop(h);
-	for (; s; s = next) {
-		next = s->next;
-		if (s->broken) {
-			session_close(s, "broken");
-			next = srv->sessions; /* the list changed: start over */
-		}
+	while (srv->broken) {
+		struct session *s = srv->broken;
+		srv->broken = s->next_broken;
+		s->next_broken = NULL;
+		server_session_close(srv, s, "broken");
 	}
 }
 
-void server_reap_later(struct server *srv)
+static void server_on_broken(struct session *s)
 {
+	struct server *srv = s->owner;
+
+	s->next_broken = srv->broken;
+	srv->broken = s;
 	uv_idle_start(&srv->reaper, server_on_reap);
+}
+
+static void server_read(struct server *srv, struct session *s);
+
+/* On a libuv worker: waits until the device has taken back the memory
+ * released so far (CUDA's release threads, HIP's check), which the loop
+ * must never wait for. */
+static void server_settle_work(uv_work_t *w)
+{
+	struct session *s = w->data;
+	struct server *srv = s->owner;
+	backend_settle(srv->node.backend);
+}
+
+/* The device settled: handles the request put off for it, then reads on. */
+static void server_on_settled(uv_work_t *w, int status)
+{
+	struct session *s = w->data;
+	struct server *srv = s->owner;
+	Vram__Request *req = s->parked;
+
+	s->parked = NULL;
+	if (!s->closing && !s->broken &&
+	    request_handle(srv, s, req) < 0)
+		server_session_close(srv, s, "request without an id");
+	vram__request__free_unpacked(req, NULL);
+	if (!s->closing && !s->broken) {
+		session_set_reading(s, true);
+		server_read(srv, s);
+	}
+	session_unhold(s);
+}
+
+/* Puts req off until the device settles; s reads nothing more meanwhile,
+ * so its requests keep their order. Returns false when it cannot. */
+static bool server_park(struct server *srv, struct session *s,
+			Vram__Request *req)
+{
+	s->settle.data = s;
+	if (uv_queue_work(srv->loop, &s->settle, server_settle_work,
+			  server_on_settled) < 0)
+		return false;
+	s->parked = req;
+	session_hold(s);
+	session_set_reading(s, false);
+	return true;
+}
+
+/* Decodes and dispatches one frame. Returns false when the session must
+ * close. */
+static bool server_frame(struct server *srv, struct session *s,
+			 struct wire_frame *f)
+{
+	Vram__Request *req;
+
+	if (f->nfds) {
+		/* No request carries fds: a client sending some is broken. */
+		log_warn("session %llu (pid %u): %u unexpected fds",
+			 (unsigned long long)s->id, s->who.pid, f->nfds);
+		return false;
+	}
+	req = vram__request__unpack(NULL, f->len, f->payload);
+	if (!req) {
+		log_warn("session %llu (pid %u): undecodable request",
+			 (unsigned long long)s->id, s->who.pid);
+		return false;
+	}
+	if (!s->hello_done && req->body_case != VRAM__REQUEST__BODY_HELLO) {
+		log_warn("session %llu (pid %u): request before hello",
+			 (unsigned long long)s->id, s->who.pid);
+		vram__request__free_unpacked(req, NULL);
+		return false;
+	}
+	if (request_needs_settled(req) && !backend_settled(srv->node.backend) &&
+	    server_park(srv, s, req))
+		return true;
+	int r = request_handle(srv, s, req);
+	vram__request__free_unpacked(req, NULL);
+	if (r < 0)
+		log_warn("session %llu (pid %u): request without an id",
+			 (unsigned long long)s->id, s->who.pid);
+	return r == 0;
+}
+
+/* Handles the frames already read. Returns false when the session closed
+ * or a request was put off. */
+static bool server_frames(struct server *srv, struct session *s)
+{
+	struct wire_frame f;
+
+	while (!s->closing && !s->broken && !s->parked) {
+		memset(&f, 0, sizeof(f));
+		int r = wire_rx_next(&s->rx, &f);
+		if (r == 0)
+			return true;
+		if (r < 0) {
+			log_warn("session %llu (pid %u): malformed frame: %s",
+				 (unsigned long long)s->id, s->who.pid,
+				 strerror(-r));
+			server_session_close(srv, s, "malformed frame");
+			return false;
+		}
+		bool ok = server_frame(srv, s, &f);
+		wire_frame_clear(&f);
+		if (!ok) {
+			server_session_close(srv, s, "protocol error");
+			return false;
+		}
+	}
+	return false;
+}
+
+static void server_read(struct server *srv, struct session *s)
+{
+	/* Frames left from before a request was put off come first. */
+	if (!server_frames(srv, s))
+		return;
+	/* Bounded work per wake-up so one busy client cannot starve others. */
+	for (int round = 0; round < 16; round++) {
+		int r = wire_rx_read(&s->rx, s->fd);
+		if (r == -EAGAIN)
+			return;
+		if (r == 0) {
+			server_session_close(srv, s, "peer closed");
+			return;
+		}
+		if (r < 0) {
+			server_session_close(srv, s, r == -EPROTO ? "bad fds"
+								 : "read failed");
+			return;
+		}
+		if (!server_frames(srv, s))
+			return;
+	}
+}
+
+static void server_on_session_poll(uv_poll_t *h, int status, int events)
+{
+	struct session *s = h->data;
+	struct server *srv = s->owner;
+
+	if (status < 0) {
+		server_session_close(srv, s, uv_strerror(status));
+		return;
+	}
+	if (events & UV_WRITABLE)
+		session_flush(s);
+	if ((events & UV_READABLE) && !s->closing && !s->broken && !s->parked)
+		server_read(srv, s);
 }
 
 static void server_on_accept(uv_poll_t *h, int status, int events)
@@ -155,9 +260,19 @@ static void server_on_accept(uv_poll_t *h, int status, int events)
 			close(fd);
 			continue;
 		}
-		int r = session_open(srv, fd);
-		if (r < 0)
+		struct session *s;
+		int r = session_open(srv->loop, fd, ++srv->next_session_id,
+				     server_on_session_poll, server_on_broken,
+				     srv, &s);
+		if (r < 0) {
 			log_warn("cannot open a session: %s", strerror(-r));
+			continue;
+		}
+		s->next = srv->sessions;
+		if (srv->sessions)
+			srv->sessions->prev = s;
+		srv->sessions = s;
+		srv->n_sessions++;
 	}
 }
 
@@ -244,6 +359,7 @@ static void server_on_watchdog(uv_timer_t *h)
 int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 {
 	struct backend_config bcfg;
+	struct backend *b;
 	int r;
 
 	memset(srv, 0, sizeof(*srv));
@@ -252,11 +368,12 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	srv->listen_fd = -1;
 	srv->start_ms = (uint64_t)clock_now_ms();
 	config_backend(&srv->cfg, &bcfg);
-	r = backend_open(&bcfg, &srv->backend);
+	r = backend_open(&bcfg, &b);
 	if (r < 0) {
 		log_err("cannot open the %s backend: %s", cfg->backend, strerror(-r));
 		return r;
 	}
+	node_init(&srv->node, loop, b);
 	srv->listen_fd = notify_listen_fd();
 	if (srv->listen_fd >= 0) {
 		fcntl(srv->listen_fd, F_SETFL, fcntl(srv->listen_fd, F_GETFL) | O_NONBLOCK);
@@ -267,8 +384,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		if (srv->listen_fd < 0) {
 			r = srv->listen_fd;
 			log_err("cannot listen on %s: %s", cfg->socket, strerror(-r));
-			backend_destroy(srv->backend);
-			srv->backend = NULL;
+			node_fini(&srv->node);
+			backend_destroy(b);
+			srv->node.backend = NULL;
 			return r;
 		}
 		srv->listen_fd_ours = true;
@@ -286,6 +404,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	uv_signal_start(&srv->sig_int, server_on_signal, SIGINT);
 	uv_timer_init(loop, &srv->status_timer);
 	srv->status_timer.data = srv;
+	/* READY=1 says what is served; counts follow once they change. */
+	server_status_line(srv, srv->status, sizeof(srv->status));
+	uv_timer_start(&srv->status_timer, server_on_status, 1000, 1000);
 	uv_timer_init(loop, &srv->watchdog);
 	srv->watchdog_usec = notify_watchdog_usec();
 	if (srv->watchdog_usec) {
@@ -295,7 +416,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	}
 	char status[128];
 	snprintf(status, sizeof(status), "serving %u %s device(s)",
-		 srv->backend->n_devices, srv->backend->ops->name);
+		 b->n_devices, b->ops->name);
 	notify_ready(status);
 	return 0;
 }
@@ -306,9 +427,10 @@ int server_run(struct server *srv)
 
 	/* Close every session (dropping their pools), then what is left. */
 	while (srv->sessions)
-		session_close(srv->sessions, "daemon stopping");
-	while (srv->n_pools)
-		server_pool_drop(srv, srv->pools[srv->n_pools - 1], NULL);
+		server_session_close(srv, srv->sessions, "daemon stopping");
+	while (srv->node.n_pools)
+		node_pool_drop(&srv->node,
+			       srv->node.pools[srv->node.n_pools - 1], NULL);
 	uv_close((uv_handle_t *)&srv->listen_poll, NULL);
 	uv_close((uv_handle_t *)&srv->reaper, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
@@ -331,8 +453,7 @@ void server_fini(struct server *srv)
 		if (srv->listen_fd_ours)
 			unlink(srv->cfg.socket);
 	}
-	free(srv->pools);
-	srv->pools = NULL;
-	backend_destroy(srv->backend);
-	srv->backend = NULL;
+	node_fini(&srv->node);
+	backend_destroy(srv->node.backend);
+	srv->node.backend = NULL;
 }

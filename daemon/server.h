@@ -1,4 +1,7 @@
-/* The daemon: a libuv loop, the listening socket, its sessions and pools. */
+/* The daemon's top: the libuv loop, the listening socket, signals, the
+ * watchdog and the status line, the sessions and the read loop that hands
+ * their requests to request.c, over the node (node.h) that holds the
+ * pools. */
 #ifndef VRAMD_SERVER_H
 #define VRAMD_SERVER_H
 
@@ -8,34 +11,32 @@
 
 #include "backend.h"
 #include "config.h"
+#include "node.h"
 
 #define VRAMD_VERSION "0.2.0"
 
 struct session;
-struct pool;
-struct transition;
 
 struct server {
 	uv_loop_t *loop;
 	struct config cfg;
-	struct backend *backend;
+	struct node node; /* the pools, on the backend node.backend */
 
 	int listen_fd;
 	bool listen_fd_ours; /* false when systemd passed it */
 	uv_poll_t listen_poll;
 	uv_signal_t sig_term, sig_int;
 	uv_timer_t watchdog;
-	uv_timer_t status_timer;
-	uv_idle_t reaper;  /* closes sessions marked broken */
+	uv_timer_t status_timer; /* reads the counts once a second */
+	char status[160];	 /* the last STATUS= sent */
+	uv_idle_t reaper;	 /* closes the sessions on the broken list */
 	uint64_t watchdog_usec;
 
 	struct session *sessions; /* doubly linked */
 	unsigned n_sessions;
-	struct pool **pools;      /* array, in creation order */
-	unsigned n_pools, cap_pools;
-	struct transition *transitions; /* in flight */
+	struct session *broken; /* to close from the loop, via next_broken */
 
-	uint64_t next_session_id, next_pool_id, next_event_id;
+	uint64_t next_session_id;
 	uint64_t start_ms;
 	bool stopping;
 };
@@ -49,24 +50,5 @@ int server_run(struct server *srv);
 
 /* Frees what server_init made; the loop must have stopped. */
 void server_fini(struct server *srv);
-
-/* Pools */
-struct pool *server_pool_by_id(struct server *srv, uint64_t id);
-struct pool *server_pool_by_name(struct server *srv, const char *name);
-int server_pool_add(struct server *srv, struct pool *p);
-/* Tells every mapper but except, fails its transition, frees the pool. */
-void server_pool_drop(struct server *srv, struct pool *p,
-		      struct session *except);
-
-/* Closes sessions marked broken from the loop, soon. */
-void server_reap_later(struct server *srv);
-
-/* Number of fds the daemon has open (/proc/self/fd). */
-unsigned server_open_fds(void);
-/* Sum of free bytes of every device (for reports). */
-uint64_t server_free_bytes(struct server *srv);
-
-/* Updates systemd's STATUS= line with counts. */
-void server_update_status(struct server *srv);
 
 #endif

@@ -1,7 +1,7 @@
-/* One client connection. Reads frames with proto/wire.c, decodes requests
- * and hands them to request.c; writes replies and events, queueing what the
- * socket does not take at once. A peer that breaks the protocol loses its
- * session (and every fd it sent); the daemon goes on. */
+/* One client connection's socket, send queue and lifetime. Replies and
+ * events are queued with proto/wire.c and written as the socket takes
+ * them; a client that stops reading is cut off before the daemon hoards
+ * its memory. */
 #include "session.h"
 
 #include <errno.h>
@@ -13,23 +13,29 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "server.h"
-#include "transition.h"
 
 /* A client that stops reading must not make the daemon hoard memory. */
 #define SESSION_MAX_QUEUED (64u << 20)
 
-static void session_on_poll(uv_poll_t *h, int status, int events);
-
-static void session_watch(struct session *s, int events)
+/* Watches for input when reading, and for room to write when the queue
+ * is not empty. */
+static void session_watch(struct session *s)
 {
-	if (s->closing || s->poll_events == events)
+	int events = (s->reading ? UV_READABLE : 0) |
+		     (s->tx.head ? UV_WRITABLE : 0);
+
+	if (s->closing || s->broken || s->poll_events == events)
 		return;
 	s->poll_events = events;
-	uv_poll_start(&s->poll, events, session_on_poll);
+	if (events)
+		uv_poll_start(&s->poll, events, s->on_poll);
+	else
+		uv_poll_stop(&s->poll);
 }
 
-int session_open(struct server *srv, int fd)
+int session_open(uv_loop_t *loop, int fd, uint64_t id, uv_poll_cb on_poll,
+		 void (*on_broken)(struct session *s), void *owner,
+		 struct session **out)
 {
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
@@ -45,90 +51,61 @@ int session_open(struct server *srv, int fd)
 		close(fd);
 		return -ENOMEM;
 	}
-	s->srv = srv;
+	s->owner = owner;
 	s->fd = fd;
-	s->id = ++srv->next_session_id;
+	s->id = id;
+	s->on_poll = on_poll;
+	s->on_broken = on_broken;
 	s->who.pid = (uint32_t)cred.pid;
 	s->who.uid = cred.uid;
 	s->who.gid = cred.gid;
 	snprintf(s->who.name, sizeof(s->who.name), "pid%d", cred.pid);
 	wire_rx_init(&s->rx);
 	wire_tx_init(&s->tx);
-	if (uv_poll_init(srv->loop, &s->poll, fd) < 0) {
+	if (uv_poll_init(loop, &s->poll, fd) < 0) {
 		close(fd);
 		free(s);
 		return -EIO;
 	}
 	s->poll.data = s;
-	s->next = srv->sessions;
-	if (srv->sessions)
-		srv->sessions->prev = s;
-	srv->sessions = s;
-	srv->n_sessions++;
-	session_watch(s, UV_READABLE);
+	s->holds = 1; /* the poll handle's, given back when it is closed */
+	s->reading = true;
+	session_watch(s);
 	log_debug("session %llu: pid %u uid %u connected",
 		  (unsigned long long)s->id, s->who.pid, s->who.uid);
-	server_update_status(srv);
+	*out = s;
 	return 0;
 }
 
-static void session_free_cb(uv_handle_t *h)
+void session_hold(struct session *s)
 {
-	struct session *s = h->data;
+	s->holds++;
+}
+
+void session_unhold(struct session *s)
+{
+	if (--s->holds > 0)
+		return;
 	close(s->fd);
 	wire_rx_free(&s->rx);
 	wire_tx_free(&s->tx);
 	free(s);
 }
 
-/* Drops everything the session held in the pools. */
-static void session_release_pools(struct session *s)
+static void session_on_closed(uv_handle_t *h)
 {
-	struct server *srv = s->srv;
-
-	transition_session_gone(srv, s);
-	/* Dropping a pool changes the array: start over after each. */
-	for (unsigned i = 0; i < srv->n_pools;) {
-		struct pool *p = srv->pools[i];
-		if (p->owner == s && !(p->flags & POOL_FLAG_PERSIST)) {
-			log_info("pool %s dropped: its owner pid %u went away",
-				 p->name, s->who.pid);
-			server_pool_drop(srv, p, s);
-			i = 0;
-			continue;
-		}
-		if (p->owner == s) {
-			log_info("pool %s kept (persistent) without its owner pid %u",
-				 p->name, s->who.pid);
-			pool_set_owner(p, NULL, NULL);
-		}
-		if (pool_mapper_remove(p, s))
-			transition_advance(srv, p);
-		i++;
-	}
+	session_unhold(h->data);
 }
 
 void session_close(struct session *s, const char *why)
 {
-	struct server *srv = s->srv;
-
 	if (s->closing)
 		return;
 	s->closing = true;
 	log_debug("session %llu (pid %u) closed: %s", (unsigned long long)s->id,
 		  s->who.pid, why);
-	/* Unlink first so that nothing is sent to it from here on. */
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		srv->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	srv->n_sessions--;
-	session_release_pools(s);
 	uv_poll_stop(&s->poll);
-	uv_close((uv_handle_t *)&s->poll, session_free_cb);
-	server_update_status(srv);
+	uv_close((uv_handle_t *)&s->poll, session_on_closed);
 }
 
 void session_close_later(struct session *s, const char *why)
@@ -139,17 +116,23 @@ void session_close_later(struct session *s, const char *why)
 	s->broken = true;
 	uv_poll_stop(&s->poll);
 	s->poll_events = 0;
-	server_reap_later(s->srv);
+	s->on_broken(s);
 }
 
-static void session_flush(struct session *s)
+void session_set_reading(struct session *s, bool on)
+{
+	s->reading = on;
+	session_watch(s);
+}
+
+void session_flush(struct session *s)
 {
 	int r = wire_tx_flush(&s->tx, s->fd);
 	if (r < 0) {
 		session_close_later(s, "write failed");
 		return;
 	}
-	session_watch(s, r == 1 ? UV_READABLE : UV_READABLE | UV_WRITABLE);
+	session_watch(s);
 }
 
 static void session_send(struct session *s, Vram__ServerMsg *msg,
@@ -214,86 +197,4 @@ void session_send_event(struct session *s, Vram__Event *ev, const int *fds,
 	msg.body_case = VRAM__SERVER_MSG__BODY_EVENT;
 	msg.event = ev;
 	session_send(s, &msg, fds, nfds);
-}
-
-/* Returns false when the session must close. */
-static bool session_handle_frame(struct session *s, struct wire_frame *f)
-{
-	Vram__Request *req;
-
-	if (f->nfds) {
-		/* No request carries fds: a client sending some is broken. */
-		log_warn("session %llu (pid %u): %u unexpected fds",
-			 (unsigned long long)s->id, s->who.pid, f->nfds);
-		return false;
-	}
-	req = vram__request__unpack(NULL, f->len, f->payload);
-	if (!req) {
-		log_warn("session %llu (pid %u): undecodable request",
-			 (unsigned long long)s->id, s->who.pid);
-		return false;
-	}
-	if (!s->hello_done && req->body_case != VRAM__REQUEST__BODY_HELLO) {
-		log_warn("session %llu (pid %u): request before hello",
-			 (unsigned long long)s->id, s->who.pid);
-		vram__request__free_unpacked(req, NULL);
-		return false;
-	}
-	request_handle(s, req, f->fds, f->nfds);
-	vram__request__free_unpacked(req, NULL);
-	return !s->closing;
-}
-
-static void session_read(struct session *s)
-{
-	struct wire_frame f;
-	int r;
-
-	/* Bounded work per wake-up so one busy client cannot starve others. */
-	for (int round = 0; round < 16 && !s->closing && !s->broken; round++) {
-		r = wire_rx_read(&s->rx, s->fd);
-		if (r == -EAGAIN)
-			return;
-		if (r == 0) {
-			session_close(s, "peer closed");
-			return;
-		}
-		if (r < 0) {
-			session_close(s, r == -EPROTO ? "bad fds" : "read failed");
-			return;
-		}
-		while (!s->closing && !s->broken) {
-			memset(&f, 0, sizeof(f));
-			r = wire_rx_next(&s->rx, &f);
-			if (r == 0)
-				break;
-			if (r < 0) {
-				log_warn("session %llu (pid %u): malformed frame: %s",
-					 (unsigned long long)s->id, s->who.pid,
-					 strerror(-r));
-				session_close(s, "malformed frame");
-				return;
-			}
-			bool ok = session_handle_frame(s, &f);
-			wire_frame_clear(&f);
-			if (!ok) {
-				session_close(s, "protocol error");
-				return;
-			}
-		}
-	}
-}
-
-static void session_on_poll(uv_poll_t *h, int status, int events)
-{
-	struct session *s = h->data;
-
-	if (status < 0) {
-		session_close(s, uv_strerror(status));
-		return;
-	}
-	if (events & UV_WRITABLE)
-		session_flush(s);
-	if ((events & UV_READABLE) && !s->closing && !s->broken)
-		session_read(s);
 }

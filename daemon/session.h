@@ -1,7 +1,10 @@
-/* One client connection: reading frames, answering requests, pushing
- * events. A session is freed only in its poll handle's close callback, so
- * a session closed while a request is being handled stays valid until the
- * loop comes back. */
+/* One client connection's own side: its socket and credentials, the queue
+ * of replies and events it has not taken yet, and its lifetime. It knows
+ * no pools and no requests: server.c reads and dispatches its frames,
+ * node.c undoes what it held when it goes. A session is freed only once
+ * its poll handle is closed and nobody holds it (session_hold), so one
+ * closed while a request is being handled stays valid until the loop
+ * comes back. */
 #ifndef VRAMD_SESSION_H
 #define VRAMD_SESSION_H
 
@@ -12,41 +15,63 @@
 #include "vram.pb-c.h"
 #include "wire.h"
 
-struct server;
-
 struct session {
-	struct session *prev, *next;
-	struct server *srv;
+	struct session *prev, *next; /* the owner's list */
+	struct session *next_broken; /* the owner's list of sessions to close */
+	void *owner;		     /* opaque here: the owner's pointer */
 	uint64_t id;
 	int fd;
 	uv_poll_t poll;
 	struct identity who;
-	struct wire_rx rx;
+	struct wire_rx rx; /* filled by the owner's read loop */
 	struct wire_tx tx;
 	bool hello_done;
-	bool closing;  /* session_close ran; freed in the close callback */
-	bool broken;   /* a send failed; closed from the loop, not the sender */
+	bool closing; /* session_close ran; freed once nobody holds it */
+	bool broken;  /* a send failed; closed from the loop, not the sender */
+	bool reading; /* watch for input; the owner pauses and resumes it */
 	int poll_events;
+	unsigned holds; /* the poll handle's and session_hold's */
+	uv_poll_cb on_poll;
+	/* Called once when the session must be closed soon, from the loop
+	 * rather than from the sender's stack. */
+	void (*on_broken)(struct session *s);
+	/* A request the owner put off until the device settles, and the
+	 * work that waits for it (server.c). */
+	Vram__Request *parked;
+	uv_work_t settle;
 };
 
 /* Takes an accepted socket (CLOEXEC, non-blocking): reads the peer's
- * credentials and starts watching it. The session owns fd from here on,
- * also on failure. */
-int session_open(struct server *srv, int fd);
+ * credentials and starts watching it for input with on_poll (s is the
+ * handle's data). The session owns fd from here on, also on failure.
+ * Returns 0 and *out, or -errno. */
+int session_open(uv_loop_t *loop, int fd, uint64_t id, uv_poll_cb on_poll,
+		 void (*on_broken)(struct session *s), void *owner,
+		 struct session **out);
 
-/* Closes the session: the daemon drops its mappings (which may complete
- * transitions), drops pools it owned (unless persistent), closes its fd
- * and, later, frees it. Safe to call more than once. */
+/* Stops the session and closes its fd; it is freed later (see above).
+ * Safe to call more than once. The owner first undoes what it held. */
 void session_close(struct session *s, const char *why);
 
-/* Marks a session to be closed by the loop soon, not in the caller's
- * stack: for paths (sending an event) whose callers hold pointers that a
+/* Marks the session broken and tells its owner (on_broken) to close it
+ * soon: for paths (sending an event) whose callers hold pointers that a
  * close would free. */
 void session_close_later(struct session *s, const char *why);
 
+/* Keeps s allocated across a wait (a closed session is then freed by
+ * the last session_unhold). */
+void session_hold(struct session *s);
+void session_unhold(struct session *s);
+
+/* Watches for input or not; replies and events go out either way. */
+void session_set_reading(struct session *s, bool on);
+
+/* Writes what the socket takes of the queue (after a writable event). */
+void session_flush(struct session *s);
+
 /* Sends a response to request id: err (positive errno, 0) with a message,
  * and a body with fds. The caller keeps its fds. A session whose socket is
- * broken is closed. */
+ * broken is closed later. */
 void session_reply(struct session *s, Vram__Response *resp, const int *fds,
 		   unsigned nfds);
 void session_reply_error(struct session *s, uint64_t id, int err,
@@ -55,9 +80,5 @@ void session_reply_error(struct session *s, uint64_t id, int err,
 /* Pushes an event with fds (kept by the caller). */
 void session_send_event(struct session *s, Vram__Event *ev, const int *fds,
 			unsigned nfds);
-
-/* Request handlers (request.c), called by the session for each request. */
-void request_handle(struct session *s, Vram__Request *req, int *fds,
-		    unsigned nfds);
 
 #endif

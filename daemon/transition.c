@@ -13,37 +13,8 @@
 
 #include "log.h"
 #include "message.h"
-#include "server.h"
+#include "node.h"
 #include "session.h"
-
-bool transition_selects(const Vram__Selector *sel, const struct pool *p)
-{
-	bool any = false;
-
-	if (!sel)
-		return false;
-	if (sel->name && sel->name[0]) {
-		if (strcmp(sel->name, p->name) != 0)
-			return false;
-		any = true;
-	}
-	if (sel->tag && sel->tag[0]) {
-		if (strcmp(sel->tag, p->tag) != 0)
-			return false;
-		any = true;
-	}
-	if (sel->owner_pid) {
-		if (!p->owner || sel->owner_pid != p->owner_id.pid)
-			return false;
-		any = true;
-	}
-	return any || sel->all;
-}
-
-bool transition_allowed(const struct identity *who, const struct pool *p)
-{
-	return who->uid == 0 || who->uid == p->owner_id.uid;
-}
 
 static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -118,7 +89,7 @@ static void late_pids(struct transition_item *it, struct pool *p)
 
 /* Does what the pool asked after a begin or an advance: send its next
  * round, or end the request's part in it. */
-static void item_step(struct server *srv, struct pool *p, enum pool_step step,
+static void item_step(struct node *node, struct pool *p, enum pool_step step,
 		      const struct pool_next *next)
 {
 	struct transition_item *it = p->op;
@@ -134,7 +105,6 @@ static void item_step(struct server *srv, struct pool *p, enum pool_step step,
 			 p->state == POOL_PAUSED ? "paused" : "resumed",
 			 (unsigned long long)next->bytes,
 			 p->state == POOL_PAUSED ? "released" : "back");
-		server_update_status(srv);
 		if (it) {
 			it->bytes = next->bytes;
 			item_done(it);
@@ -150,7 +120,6 @@ static void item_step(struct server *srv, struct pool *p, enum pool_step step,
 		}
 		log_warn("pool %s: %s (%s)", p->name, next->why,
 			 strerror(next->err));
-		server_update_status(srv);
 		if (it)
 			item_fail(it, next->err, "pool %s: %s (%s)", p->name,
 				  next->why, strerror(next->err));
@@ -158,7 +127,7 @@ static void item_step(struct server *srv, struct pool *p, enum pool_step step,
 	}
 }
 
-void transition_advance(struct server *srv, struct pool *p)
+void transition_advance(struct node *node, struct pool *p)
 {
 	struct transition_item *it = p->op;
 	struct pool_next next;
@@ -169,18 +138,18 @@ void transition_advance(struct server *srv, struct pool *p)
 	uint64_t now = uv_hrtime();
 	if (it && now > it->t->t_acked)
 		it->t->t_acked = now;
-	enum pool_step step = pool_advance(p, srv->backend, &srv->next_event_id,
+	enum pool_step step = pool_advance(p, node->backend, &node->next_event_id,
 					   &next);
 	if (it)
 		it->t->release_ns += uv_hrtime() - now;
-	item_step(srv, p, step, &next);
+	item_step(node, p, step, &next);
 }
 
-void transition_ack(struct server *srv, struct session *s, uint64_t event_id,
+void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		    int err, const char *message)
 {
-	for (unsigned i = 0; i < srv->n_pools; i++) {
-		struct pool *p = srv->pools[i];
+	for (unsigned i = 0; i < node->n_pools; i++) {
+		struct pool *p = node->pools[i];
 		if (p->event_id != event_id)
 			continue;
 		if (!pool_ack(p, s, event_id, err))
@@ -189,7 +158,7 @@ void transition_ack(struct server *srv, struct session *s, uint64_t event_id,
 			log_warn("pool %s: pid %u failed the event: %s (%s)",
 				 p->name, s->who.pid, strerror(err),
 				 message ? message : "");
-		transition_advance(srv, p);
+		transition_advance(node, p);
 		return;
 	}
 	log_debug("late or unknown ack %llu from pid %u",
@@ -249,27 +218,27 @@ static void transition_free_cb(uv_handle_t *h)
 	free(h->data);
 }
 
-static void transition_finish(struct transition *t)
+/* The answer, once the device has taken back what the request released:
+ * the free memory after is then what the requester can count on. */
+static void transition_reply(struct transition *t)
 {
-	struct server *srv = t->srv;
-	uv_timer_stop(&t->timer);
-	for (struct transition **tp = &srv->transitions; *tp; tp = &(*tp)->next) {
+	struct node *node = t->node;
+	for (struct transition **tp = &node->transitions; *tp; tp = &(*tp)->next) {
 		if (*tp == t) {
 			*tp = t->next;
 			break;
 		}
 	}
-	uint64_t t_free = uv_hrtime();
-	uint64_t free_after = server_free_bytes(srv);
+	uint64_t free_after = backend_free_bytes(node->backend);
 	uint64_t t_end = uv_hrtime();
 	if (t->t_acked)
 		log_info("%s of %u pool(s) took %.2f ms: mappers %.2f ms, "
-			 "creating or releasing chunks %.2f ms, reading device "
-			 "memory %.2f ms",
+			 "creating or releasing chunks %.2f ms, waiting for the "
+			 "device and reading its memory %.2f ms",
 			 t->resume ? "resume" : "pause", t->n_items,
 			 (t_end - t->t_start) / 1e6,
 			 t->t_acked ? (t->t_acked - t->t_start) / 1e6 : 0.0,
-			 t->release_ns / 1e6, (t_end - t_free) / 1e6);
+			 t->release_ns / 1e6, (t_end - t->t_settle) / 1e6);
 	if (t->requester) {
 		Vram__Response resp = VRAM__RESPONSE__INIT;
 		Vram__TransitionReply tr = VRAM__TRANSITION_REPLY__INIT;
@@ -287,6 +256,39 @@ static void transition_finish(struct transition *t)
 	}
 	t->timer.data = t;
 	uv_close((uv_handle_t *)&t->timer, transition_free_cb);
+}
+
+/* On a libuv worker: the wait the loop must not make. */
+static void transition_settle_work(uv_work_t *w)
+{
+	struct transition *t = w->data;
+	backend_settle(t->node->backend);
+}
+
+static void transition_settled(uv_work_t *w, int status)
+{
+	transition_reply(w->data);
+}
+
+/* Every pool is done. The transition stays on the node's list until it
+ * has answered, so that a requester who leaves meanwhile is forgotten
+ * (transition_session_gone); nothing else reaches it: its timer is
+ * stopped and no pool points to its items. */
+static void transition_finish(struct transition *t)
+{
+	uv_timer_stop(&t->timer);
+	t->t_settle = uv_hrtime();
+	if (backend_settled(t->node->backend)) {
+		transition_reply(t);
+		return;
+	}
+	t->settle.data = t;
+	if (uv_queue_work(t->node->loop, &t->settle, transition_settle_work,
+			  transition_settled) < 0) {
+		log_warn("cannot wait for the device off the loop; answering "
+			 "with the free memory as it reads now");
+		transition_reply(t);
+	}
 }
 
 static void transition_timeout(uv_timer_t *timer)
@@ -316,18 +318,13 @@ static void transition_timeout(uv_timer_t *timer)
 		transition_finish(t);
 }
 
-static void item_begin(struct server *srv, struct transition *t,
+static void item_begin(struct node *node, struct transition *t,
 		       struct transition_item *it, struct session *requester,
 		       struct pool *p)
 {
 	struct pool_next next;
 	enum pool_step step;
 
-	if (!transition_allowed(&requester->who, p)) {
-		item_fail(it, EPERM, "pool %s belongs to uid %u", p->name,
-			  p->owner_id.uid);
-		return;
-	}
 	if (p->op) {
 		item_fail(it, EBUSY, "pool %s is in another pause or resume",
 			  p->name);
@@ -337,73 +334,69 @@ static void item_begin(struct server *srv, struct transition *t,
 	p->op = it;
 	uint64_t t0 = uv_hrtime();
 	if (t->resume)
-		step = pool_resume(p, srv->backend, &srv->next_event_id, &next);
+		step = pool_resume(p, node->backend, &node->next_event_id, &next);
 	else
-		step = pool_pause(p, srv->backend, &srv->next_event_id, &next);
+		step = pool_pause(p, node->backend, &node->next_event_id, &next);
 	t->release_ns += uv_hrtime() - t0;
-	item_step(srv, p, step, &next);
+	item_step(node, p, step, &next);
 }
 
-void transition_start(struct server *srv, struct session *requester,
-		      uint64_t request_id, bool resume,
-		      const Vram__Transition *msg)
+void transition_start(struct node *node, struct session *requester,
+		      uint64_t request_id, bool resume, struct pool *const *pools,
+		      const bool *allowed, unsigned n, unsigned timeout_ms)
 {
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < srv->n_pools; i++)
-		if (transition_selects(msg->selector, srv->pools[i]))
-			n++;
 	struct transition *t = calloc(1, sizeof(*t) + (n ? n : 1) * sizeof(t->items[0]));
 	if (!t) {
 		session_reply_error(requester, request_id, ENOMEM, "out of memory");
 		return;
 	}
-	t->srv = srv;
+	t->node = node;
 	t->requester = requester;
 	t->request_id = request_id;
 	t->resume = resume;
 	t->starting = true;
 	t->t_start = uv_hrtime();
-	t->free_before = server_free_bytes(srv);
-	uv_timer_init(srv->loop, &t->timer);
+	t->free_before = backend_free_bytes(node->backend);
+	uv_timer_init(node->loop, &t->timer);
 	t->timer.data = t;
-	t->next = srv->transitions;
-	srv->transitions = t;
+	t->next = node->transitions;
+	node->transitions = t;
 
-	/* The selection first, then the beginnings (which may finish some). */
-	unsigned k = 0;
-	for (unsigned i = 0; i < srv->n_pools && k < n; i++) {
-		struct pool *p = srv->pools[i];
-		if (!transition_selects(msg->selector, p))
-			continue;
-		t->items[k].t = t;
-		t->items[k].pool = p;
-		snprintf(t->items[k].name, sizeof(t->items[k].name), "%s", p->name);
-		k++;
+	/* The items first, then the beginnings (which may finish some). */
+	for (unsigned i = 0; i < n; i++) {
+		t->items[i].t = t;
+		t->items[i].pool = pools[i];
+		snprintf(t->items[i].name, sizeof(t->items[i].name), "%s",
+			 pools[i]->name);
 	}
-	t->n_items = k;
-	t->outstanding = k;
-	for (unsigned i = 0; i < k; i++)
-		item_begin(srv, t, &t->items[i], requester, t->items[i].pool);
+	t->n_items = n;
+	t->outstanding = n;
+	for (unsigned i = 0; i < n; i++) {
+		struct pool *p = pools[i];
+		if (!allowed[i])
+			item_fail(&t->items[i], EPERM, "pool %s belongs to uid %u",
+				  p->name, p->owner_id.uid);
+		else
+			item_begin(node, t, &t->items[i], requester, p);
+	}
 
 	t->starting = false;
 	if (t->outstanding == 0) {
 		transition_finish(t);
 		return;
 	}
-	unsigned timeout = msg->timeout_ms ? msg->timeout_ms : srv->cfg.ack_timeout_ms;
-	uv_timer_start(&t->timer, transition_timeout, timeout, 0);
+	uv_timer_start(&t->timer, transition_timeout, timeout_ms, 0);
 }
 
-void transition_pool_dropped(struct server *srv, struct pool *p)
+void transition_pool_dropped(struct node *node, struct pool *p)
 {
 	if (p->op)
 		item_fail(p->op, ENOENT, "pool %s was dropped", p->name);
 }
 
-void transition_session_gone(struct server *srv, struct session *s)
+void transition_session_gone(struct node *node, struct session *s)
 {
-	for (struct transition *t = srv->transitions; t; t = t->next)
+	for (struct transition *t = node->transitions; t; t = t->next)
 		if (t->requester == s)
 			t->requester = NULL;
 }

@@ -1,6 +1,7 @@
-/* Pause and resume requests: each selects pools, runs one state-machine
- * transition per pool (rounds of events to mappers, acks, a deadline) and
- * answers once every pool has finished or the deadline passed. */
+/* Pause and resume requests: over the pools request.c hands over, one
+ * state-machine transition per pool (rounds of events to mappers, acks, a
+ * deadline), and one answer once every pool has finished or the deadline
+ * passed, and the device has taken back what the request released. */
 #ifndef VRAMD_TRANSITION_H
 #define VRAMD_TRANSITION_H
 
@@ -9,11 +10,10 @@
 #include <uv.h>
 
 #include "pool.h"
-#include "vram.pb-c.h"
 
 #define TRANSITION_MAX_LATE 16
 
-struct server;
+struct node;
 struct session;
 struct transition;
 
@@ -32,44 +32,41 @@ struct transition_item {
 
 struct transition {
 	struct transition *next;
-	struct server *srv;
+	struct node *node;
 	struct session *requester; /* NULL when it went away */
 	uint64_t request_id;
 	bool resume;
 	bool starting;
 	uv_timer_t timer;
+	uv_work_t settle; /* waits, off the loop, for the releases to land */
 	unsigned n_items, outstanding;
 	uint64_t free_before;
 	/* Where the time goes (uv_hrtime, ns), logged when it ends: from the
-	 * start to the last mapper's ack, and the daemon's own creates or releases. */
-	uint64_t t_start, t_acked, release_ns;
+	 * start to the last mapper's ack, the daemon's own creates or releases,
+	 * and the wait for the device to take the memory back. */
+	uint64_t t_start, t_acked, release_ns, t_settle;
 	struct transition_item items[];
 };
 
-/* Starts a pause (resume false) or resume for the pools msg selects, on
- * behalf of requester's request id. The answer is sent when it ends. */
-void transition_start(struct server *srv, struct session *requester,
-		      uint64_t request_id, bool resume,
-		      const Vram__Transition *msg);
+/* Starts a pause (resume false) or resume of pools[0..n), on behalf of
+ * requester's request id; allowed[i] false records EPERM for pools[i].
+ * Waits timeout_ms for acks. The answer is sent when it ends. */
+void transition_start(struct node *node, struct session *requester,
+		      uint64_t request_id, bool resume, struct pool *const *pools,
+		      const bool *allowed, unsigned n, unsigned timeout_ms);
 
 /* A mapper acknowledged event_id with err (positive errno). */
-void transition_ack(struct server *srv, struct session *s, uint64_t event_id,
+void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		    int err, const char *message);
 
 /* Moves p's transition on if it owes no more acks (after an ack or after
  * a mapper went away). Also completes rounds nobody waits for any more. */
-void transition_advance(struct server *srv, struct pool *p);
+void transition_advance(struct node *node, struct pool *p);
 
 /* p is being dropped: its request, if any, records ENOENT for it. */
-void transition_pool_dropped(struct server *srv, struct pool *p);
+void transition_pool_dropped(struct node *node, struct pool *p);
 
 /* s is closing: requests it made are still carried out, unanswered. */
-void transition_session_gone(struct server *srv, struct session *s);
-
-/* Does sel match p? (name, tag and owner pid when set; all otherwise.) */
-bool transition_selects(const Vram__Selector *sel, const struct pool *p);
-
-/* May who pause, resume, open or drop p? Its owner's uid or root. */
-bool transition_allowed(const struct identity *who, const struct pool *p);
+void transition_session_gone(struct node *node, struct session *s);
 
 #endif

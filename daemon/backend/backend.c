@@ -181,3 +181,25 @@ int backend_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 		*total_bytes = t;
 	return 0;
 }
+
+uint64_t backend_free_bytes(struct backend *b)
+{
+	uint64_t sum = 0;
+	for (unsigned i = 0; i < b->n_devices; i++) {
+		uint64_t f = 0;
+		if (backend_mem_info(b, i, &f, NULL) == 0)
+			sum += f;
+	}
+	return sum;
+}
+
+void backend_settle(struct backend *b)
+{
+	if (b->ops->settle)
+		b->ops->settle(b);
+}
+
+bool backend_settled(struct backend *b)
+{
+	return !b->ops->settled || b->ops->settled(b);
+}

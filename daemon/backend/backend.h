@@ -45,13 +45,15 @@ struct backend_ops {
 	const char *name;
 	/* Frees everything the backend holds; chunks must be released first. */
 	void (*destroy)(struct backend *b);
-	/* Device free and total memory as the device reports it (for the host
-	 * backend: the configured capacity less the chunks alive). */
+	/* Device free and total memory as the device reports it now (for the
+	 * host backend: the configured capacity less the chunks alive). Never
+	 * waits: memory whose release is still under way may not show yet. */
 	int (*mem_info)(struct backend *b, unsigned dev, uint64_t *free_bytes,
 			uint64_t *total_bytes);
 	/* Makes a chunk of c->size bytes (a multiple of the granularity) on
 	 * dev and fills c->fd (CLOEXEC) and c->handle. -ENOMEM when the
-	 * device is full; nothing is held on failure. */
+	 * device is full; nothing is held on failure. Never waits for
+	 * releases under way: call settle first where they must count. */
 	int (*chunk_create)(struct backend *b, unsigned dev, struct chunk *c);
 	/* Drops the daemon's reference: closes c->fd and sets it to -1. */
 	void (*chunk_release)(struct backend *b, unsigned dev, struct chunk *c);
@@ -59,6 +61,14 @@ struct backend_ops {
 	 * (free()), or -errno. NULL when the backend cannot tell. */
 	int (*processes)(struct backend *b, unsigned dev,
 			 struct backend_process **out);
+	/* Optional: returns once the memory of every chunk released so far
+	 * is back on its device (or, where the driver may never say so, a
+	 * bounded wait has passed). It waits, so the daemon calls it on a
+	 * worker thread, never on its loop; it is safe beside the other
+	 * operations running on the loop. NULL: releases are immediate. */
+	void (*settle)(struct backend *b);
+	/* Optional, with settle: would settle return at once? Cheap. */
+	bool (*settled)(struct backend *b);
 };
 
 struct backend {
@@ -92,6 +102,12 @@ void backend_chunk_release(struct backend *b, unsigned dev, struct chunk *c);
 void backend_chunk_unref(struct backend *b, unsigned dev, struct chunk *c);
 int backend_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 		     uint64_t *total_bytes);
+/* Sum of the free bytes of every device, as they read now. */
+uint64_t backend_free_bytes(struct backend *b);
+/* The ops' settle and settled, for backends without them too: settle
+ * waits (call it off the loop), settled is true when it would not. */
+void backend_settle(struct backend *b);
+bool backend_settled(struct backend *b);
 
 /* Each backend's constructor; -ENOENT/-ENODEV when it cannot run here. */
 int backend_host_open(const struct backend_config *cfg, struct backend **out);

@@ -12,8 +12,9 @@
  * import and mapping of it are gone, in any process; the daemon's close is
  * usually that last one at a pause, and it costs ~0.5-0.8 ms per GiB. The
  * closes are therefore handed to a few threads (closing different chunks in
- * parallel was faster), and every call that must see their effect (free
- * memory, a new chunk, shutdown) waits for them first.
+ * parallel was faster). Waiting for them is the settle operation, which
+ * the daemon runs off its loop before it reads free memory for a reply or
+ * makes chunks; shutdown waits for them too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -146,13 +147,22 @@ inline_close:
 	close(fd);
 }
 
-/* Returns when every fd pushed so far is closed. */
+/* Returns when every fd pushed so far is closed. Any thread. */
 static void closer_drain(struct closer *cl)
 {
 	pthread_mutex_lock(&cl->lock);
 	while (cl->n > 0 || cl->busy > 0)
 		pthread_cond_wait(&cl->idle, &cl->lock);
 	pthread_mutex_unlock(&cl->lock);
+}
+
+/* Is nothing queued or being closed? */
+static bool closer_idle(struct closer *cl)
+{
+	pthread_mutex_lock(&cl->lock);
+	bool idle = cl->n == 0 && cl->busy == 0;
+	pthread_mutex_unlock(&cl->lock);
+	return idle;
 }
 
 static void closer_destroy(struct closer *cl)
@@ -197,8 +207,6 @@ static int cuda_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 	struct cuda_backend *cb = cuda_of(b);
 	const struct backend_device *d = &b->devices[dev];
 
-	/* Chunks released a moment ago must show as free. */
-	closer_drain(&cb->closer);
 	if (cb->nvml_dev[dev] && nvml_memory_info(cb->nvml, cb->nvml_dev[dev],
 						  free_bytes, total_bytes) == 0)
 		return 0;
@@ -226,8 +234,6 @@ static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	CUresult cr;
 	int fd = -1, flags;
 
-	/* Memory given back a moment ago must be free before we ask again. */
-	closer_drain(&cb->closer);
 	cuda_prop(&prop, cb->cudev[dev]);
 	cr = cu->cuMemCreate(&h, c->size, &prop, 0);
 	if (cr != CUDA_SUCCESS) {
@@ -273,6 +279,18 @@ static void cuda_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
 	c->fd = -1;
 }
 
+/* Chunks released a moment ago must show as free, and be free before
+ * the daemon asks the device again. */
+static void cuda_settle(struct backend *b)
+{
+	closer_drain(&cuda_of(b)->closer);
+}
+
+static bool cuda_settled(struct backend *b)
+{
+	return closer_idle(&cuda_of(b)->closer);
+}
+
 /* Processes using the device, from NVML (no context needed). */
 static int cuda_processes(struct backend *b, unsigned dev,
 			  struct backend_process **out)
@@ -309,6 +327,8 @@ static const struct backend_ops cuda_ops = {
 	.chunk_create = cuda_chunk_create,
 	.chunk_release = cuda_chunk_release,
 	.processes = cuda_processes,
+	.settle = cuda_settle,
+	.settled = cuda_settled,
 };
 
 /* ---- opening ------------------------------------------------------------ */

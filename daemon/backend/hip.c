@@ -27,13 +27,15 @@
  * Free memory comes from the amdgpu driver's sysfs files (mem_info_vram_
  * total and _used of the device's PCI function), which count every process
  * and need no runtime call, else from hipMemGetInfo with the device set.
- * After vramd releases chunks, the next reading waits (up to
- * VRAM_HIP_RELEASE_WAIT_MS, default 100 ms) for their memory to show up as
- * free, and reports, as a warning and in a counter, a release that did not:
- * on ROCm "released" is not always "freed" (docs/rocm.md).
+ * After vramd releases chunks, the settle operation (run by the daemon on
+ * a worker thread, before it reports free memory or makes chunks) waits
+ * up to VRAM_HIP_RELEASE_WAIT_MS (default 100 ms) for their memory to show
+ * up as free, and reports, as a warning and in a counter, a release that
+ * did not: on ROCm "released" is not always "freed" (docs/rocm.md).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +54,12 @@
 #define RELEASE_WAIT_MAX_MS 10000
 #define RELEASE_POLL_NS (2 * 1000 * 1000)
 
+/* sysfs, pending and base_free change on the loop thread and in the
+ * settle on a worker: hip_backend's lock guards them. */
 struct hip_dev {
 	char bus_id[32];    /* "0000:c1:00.0", "" when unknown */
 	int sysfs;	    /* its sysfs memory files are readable */
-	uint64_t pending;   /* bytes released since the last reading */
+	uint64_t pending;   /* bytes released and not yet checked */
 	uint64_t base_free; /* free memory before the first of those */
 };
 
@@ -66,6 +70,8 @@ struct hip_backend {
 	int keep_handle;
 	unsigned release_wait_ms; /* 0: no check */
 	uint64_t release_misses;
+	pthread_mutex_t lock;	     /* the dev[] bookkeeping, release_misses */
+	pthread_mutex_t settle_lock; /* one settle at a time */
 	char sysfs_root[256];
 	struct hip_dev dev[BACKEND_MAX_DEVICES];
 };
@@ -128,7 +134,10 @@ static int hip_dev_free(struct hip_backend *hb, unsigned dev,
 	size_t f = 0, t = 0;
 	hipError_t e;
 
-	if (d->sysfs) {
+	pthread_mutex_lock(&hb->lock);
+	int sysfs = d->sysfs;
+	pthread_mutex_unlock(&hb->lock);
+	if (sysfs) {
 		uint64_t total, used;
 		if (sysfs_read(hb, d, "mem_info_vram_total", &total) == 0 &&
 		    sysfs_read(hb, d, "mem_info_vram_used", &used) == 0) {
@@ -139,7 +148,9 @@ static int hip_dev_free(struct hip_backend *hb, unsigned dev,
 		log_warn("hip: device %u: cannot read %s/%s/mem_info_vram_*; "
 			 "free memory from hipMemGetInfo from now on",
 			 dev, hb->sysfs_root, d->bus_id);
+		pthread_mutex_lock(&hb->lock);
 		d->sysfs = 0;
+		pthread_mutex_unlock(&hb->lock);
 	}
 	e = hb->api.hipSetDevice((int)dev);
 	if (e == hipSuccess)
@@ -155,63 +166,120 @@ static int hip_dev_free(struct hip_backend *hb, unsigned dev,
 }
 
 /* Notes that size bytes of dev are being released by vramd, so that the
- * next reading checks they came back. */
+ * next settle checks they came back. Loop thread. */
 static void hip_release_note(struct hip_backend *hb, unsigned dev,
 			     uint64_t size)
 {
 	struct hip_dev *d = &hb->dev[dev];
-	uint64_t f, t;
+	uint64_t f = 0, t, base = FREE_UNKNOWN;
 
 	if (hb->release_wait_ms == 0)
 		return;
+	pthread_mutex_lock(&hb->lock);
+	bool first = d->pending == 0;
+	pthread_mutex_unlock(&hb->lock);
+	if (first && hip_dev_free(hb, dev, &f, &t) == 0)
+		base = f;
+	pthread_mutex_lock(&hb->lock);
 	if (d->pending == 0)
-		d->base_free =
-			hip_dev_free(hb, dev, &f, &t) == 0 ? f : FREE_UNKNOWN;
+		d->base_free = base;
 	d->pending += size;
+	pthread_mutex_unlock(&hb->lock);
 }
 
-/* After releases: waits, boundedly, for their memory to show up as free,
- * and reports it when it does not. *free_bytes is the last reading. */
+/* Waits, boundedly, for the checked bytes of dev to show up as free, and
+ * reports it when they do not. Worker thread: a chunk the loop makes
+ * meanwhile lowers base_free, so the target is read again each time. */
 static void hip_release_check(struct hip_backend *hb, unsigned dev,
-			      uint64_t *free_bytes, uint64_t *total_bytes)
+			      uint64_t checked)
 {
 	struct hip_dev *d = &hb->dev[dev];
 	uint64_t slack = hb->base.devices[dev].granularity;
-	uint64_t want, deadline;
+	uint64_t deadline = (uint64_t)clock_now_ms() + hb->release_wait_ms;
+	uint64_t free_b = 0, total, want = 0;
 
-	if (d->base_free == FREE_UNKNOWN)
-		goto done;
-	want = d->base_free + d->pending;
-	deadline = (uint64_t)clock_now_ms() + hb->release_wait_ms;
-	while (*free_bytes + slack < want && (uint64_t)clock_now_ms() < deadline) {
+	for (;;) {
+		pthread_mutex_lock(&hb->lock);
+		uint64_t base = d->base_free;
+		pthread_mutex_unlock(&hb->lock);
+		if (base == FREE_UNKNOWN ||
+		    hip_dev_free(hb, dev, &free_b, &total) < 0)
+			return;
+		want = base + checked;
+		if (free_b + slack >= want ||
+		    (uint64_t)clock_now_ms() >= deadline)
+			break;
 		struct timespec ts = { 0, RELEASE_POLL_NS };
 		nanosleep(&ts, NULL);
-		if (hip_dev_free(hb, dev, free_bytes, total_bytes) < 0)
-			goto done;
 	}
-	if (*free_bytes + slack < want) {
+	if (free_b + slack < want) {
+		pthread_mutex_lock(&hb->lock);
 		hb->release_misses++;
+		pthread_mutex_unlock(&hb->lock);
 		log_warn("hip: device %u: %llu MiB released by vramd are not "
 			 "free after %u ms (free %llu MiB, expected %llu MiB): "
 			 "something still holds them (a mapper that kept its "
 			 "import, another process, or a ROCm runtime that "
 			 "keeps released memory while its address range stays "
 			 "reserved: see VRAM_HIP_RERESERVE in docs/rocm.md)",
-			 dev, (unsigned long long)(d->pending >> 20),
+			 dev, (unsigned long long)(checked >> 20),
 			 hb->release_wait_ms,
-			 (unsigned long long)(*free_bytes >> 20),
+			 (unsigned long long)(free_b >> 20),
 			 (unsigned long long)(want >> 20));
 	}
-done:
-	d->pending = 0;
+}
+
+/* Checks the releases noted so far, one device after the other. Releases
+ * noted while it runs wait for the next settle: what this one checked is
+ * taken off pending, and base_free moves up by it. */
+static void hip_settle(struct backend *b)
+{
+	struct hip_backend *hb = hip_of(b);
+
+	pthread_mutex_lock(&hb->settle_lock);
+	for (unsigned dev = 0; dev < b->n_devices; dev++) {
+		struct hip_dev *d = &hb->dev[dev];
+		pthread_mutex_lock(&hb->lock);
+		uint64_t checked = d->pending;
+		pthread_mutex_unlock(&hb->lock);
+		if (!checked)
+			continue;
+		hip_release_check(hb, dev, checked);
+		pthread_mutex_lock(&hb->lock);
+		d->pending = d->pending > checked ? d->pending - checked : 0;
+		if (d->base_free != FREE_UNKNOWN)
+			d->base_free += checked;
+		pthread_mutex_unlock(&hb->lock);
+	}
+	pthread_mutex_unlock(&hb->settle_lock);
+}
+
+static bool hip_settled(struct backend *b)
+{
+	struct hip_backend *hb = hip_of(b);
+	bool none = true;
+
+	pthread_mutex_lock(&hb->lock);
+	for (unsigned dev = 0; dev < b->n_devices; dev++)
+		if (hb->dev[dev].pending)
+			none = false;
+	pthread_mutex_unlock(&hb->lock);
+	return none;
 }
 
 /* ---- backend operations ------------------------------------------------ */
 
+static void hip_backend_free(struct hip_backend *hb)
+{
+	pthread_mutex_destroy(&hb->settle_lock);
+	pthread_mutex_destroy(&hb->lock);
+	free(hb);
+}
+
 static void hip_destroy(struct backend *b)
 {
 	/* libamdhip64 stays loaded (hip_api.h says why). */
-	free(hip_of(b));
+	hip_backend_free(hip_of(b));
 }
 
 static int hip_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
@@ -223,15 +291,11 @@ static int hip_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 
 	if (r < 0) {
 		/* What vramd knows: the total less its own chunks. */
-		hb->dev[dev].pending = 0;
 		*total_bytes = d->total_bytes;
 		*free_bytes = d->total_bytes > d->used_bytes ?
 				      d->total_bytes - d->used_bytes :
 				      0;
-		return 0;
 	}
-	if (hb->dev[dev].pending)
-		hip_release_check(hb, dev, free_bytes, total_bytes);
 	return 0;
 }
 
@@ -290,9 +354,11 @@ static int hip_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	/* A chunk made between releases and the reading that checks them
 	 * takes its size from what should come back. */
 	struct hip_dev *d = &hb->dev[dev];
+	pthread_mutex_lock(&hb->lock);
 	if (d->pending && d->base_free != FREE_UNKNOWN)
 		d->base_free =
 			d->base_free > c->size ? d->base_free - c->size : 0;
+	pthread_mutex_unlock(&hb->lock);
 	c->fd = fd;
 	c->handle = (uintptr_t)h;
 	return 0;
@@ -331,13 +397,19 @@ static const struct backend_ops hip_ops = {
 	.mem_info = hip_mem_info,
 	.chunk_create = hip_chunk_create,
 	.chunk_release = hip_chunk_release,
+	.settle = hip_settle,
+	.settled = hip_settled,
 };
 
 uint64_t backend_hip_release_misses(const struct backend *b)
 {
 	if (!b || b->ops != &hip_ops)
 		return 0;
-	return ((const struct hip_backend *)b)->release_misses;
+	struct hip_backend *hb = (struct hip_backend *)b;
+	pthread_mutex_lock(&hb->lock);
+	uint64_t n = hb->release_misses;
+	pthread_mutex_unlock(&hb->lock);
+	return n;
 }
 
 /* ---- opening ------------------------------------------------------------ */
@@ -463,6 +535,8 @@ int backend_hip_open_with(const struct backend_config *cfg,
 	if (!hb)
 		return -ENOMEM;
 	hb->api = *api;
+	pthread_mutex_init(&hb->lock, NULL);
+	pthread_mutex_init(&hb->settle_lock, NULL);
 	e = hb->api.hipInit(0);
 	if (e != hipSuccess) {
 		if (e == hipErrorNoDevice)
@@ -527,7 +601,7 @@ int backend_hip_open_with(const struct backend_config *cfg,
 	return 0;
 
 err:
-	free(hb);
+	hip_backend_free(hb);
 	return r;
 }
 

@@ -2,7 +2,7 @@
  * absent or unusable, and its chunk handling against a fake driver
  * (tests/unit/cuda_fake/): fds exported CLOEXEC, the creating handle
  * released at once, errors mapped, releases closed by threads and awaited
- * before free memory is read. On a machine with a GPU, the real driver's
+ * by the settle operation (which the daemon runs off its loop). On a machine with a GPU, the real driver's
  * devices are checked too. */
 #include <fcntl.h>
 #include <unistd.h>
@@ -155,7 +155,9 @@ TEST(fake_chunk_fd_is_the_only_reference)
 	ASSERT_UEQ(free_b, total - 4 * GRAN);
 	backend_chunk_release(b, 0, &c);
 	ASSERT_EQ(c.fd, -1);
-	/* mem_info waits for the release threads. */
+	/* settle waits for the release threads. */
+	backend_settle(b);
+	ASSERT(backend_settled(b));
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
 	ASSERT_UEQ(free_b, total);
 	ASSERT_EQ(harness_count_fds(0), fds);
@@ -200,6 +202,8 @@ static void release_many(unsigned threads)
 	for (int i = 0; i < 64; i++)
 		backend_chunk_release(b, 0, &c[i]);
 	ASSERT_UEQ(b->used_bytes, 0);
+	backend_settle(b);
+	ASSERT(backend_settled(b));
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
 	ASSERT_EQ(harness_count_fds(0), fds);
 	/* A create right after releases, then destroy with a release pending. */

@@ -373,12 +373,15 @@ TEST(release_that_shows_up_is_not_reported)
 	}
 	for (int i = 0; i < 3; i++)
 		backend_chunk_release(b, 0, &c[i]);
+	ASSERT(!backend_settled(b));
 	double t0 = now_s();
 	fake_mark();
-	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	backend_settle(b);
 	EXPECT_CALL("hipMemGetInfo(dev0)");
 	EXPECT_NO_MORE_CALLS();
 	ASSERT(now_s() - t0 < 0.05);
+	ASSERT(backend_settled(b));
+	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
 	ASSERT_UEQ(free_b, total);
 	ASSERT_UEQ(backend_hip_release_misses(b), 0);
 	backend_destroy(b);
@@ -397,16 +400,21 @@ TEST(release_that_does_not_show_up_is_reported)
 	ASSERT_OK(backend_chunk_create(b, 0, &c));
 	fake.hold = 1;
 	backend_chunk_release(b, 0, &c);
-	double t0 = now_s();
+	/* A reading never waits; the settle does. */
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_UEQ(backend_hip_release_misses(b), 0);
+	double t0 = now_s();
+	backend_settle(b);
 	double waited = now_s() - t0;
 	ASSERT(waited >= 0.035);
 	ASSERT(waited < 1.0);
 	ASSERT_UEQ(backend_hip_release_misses(b), 1);
-	ASSERT_UEQ(free_b, total - 4 * GRAN);
-	/* Reported once: the next reading does not wait. */
-	t0 = now_s();
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_UEQ(free_b, total - 4 * GRAN);
+	/* Reported once: the next settle does not wait. */
+	ASSERT(backend_settled(b));
+	t0 = now_s();
+	backend_settle(b);
 	ASSERT(now_s() - t0 < 0.03);
 	ASSERT_UEQ(backend_hip_release_misses(b), 1);
 	/* A chunk made in between counts against what should come back. */
@@ -416,7 +424,7 @@ TEST(release_that_does_not_show_up_is_reported)
 	ASSERT_OK(backend_chunk_create(b, 0, &c));
 	backend_chunk_release(b, 0, &c);
 	ASSERT_OK(backend_chunk_create(b, 0, &d));
-	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	backend_settle(b);
 	ASSERT_UEQ(backend_hip_release_misses(b), 1);
 	backend_chunk_release(b, 0, &d);
 	backend_destroy(b);
@@ -436,6 +444,8 @@ TEST(release_check_can_be_off)
 	backend_chunk_release(b, 0, &c);
 	EXPECT_CALL("hipMemRelease(h2)");
 	EXPECT_NO_MORE_CALLS();
+	ASSERT(backend_settled(b));
+	backend_settle(b);
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
 	ASSERT_UEQ(backend_hip_release_misses(b), 0);
 	backend_destroy(b);

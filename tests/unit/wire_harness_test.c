@@ -4,6 +4,9 @@
  * vramd; those cases skip on a machine without python3.
  */
 #include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -100,6 +103,29 @@ TEST(run_capture_with_lingering_grandchild)
 	ASSERT_LT(harness_now_ms() - t0, 5000);
 }
 
+/* Waits (up to 5 s) until pid runs prog and sleeps in it. */
+static bool child_sleeps_in(pid_t pid, const char *prog)
+{
+	char path[64], stat[512];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 500; i++) {
+		FILE *f = fopen(path, "re");
+		size_t n = f ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		stat[n] = '\0';
+		/* "PID (COMM) STATE ..." */
+		char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+		if (open && close && close[1] == ' ' && close[2] == 'S' &&
+		    (size_t)(close - open - 1) == strlen(prog) &&
+		    strncmp(open + 1, prog, strlen(prog)) == 0)
+			return true;
+		harness_msleep(10);
+	}
+	return false;
+}
+
 TEST(count_fds)
 {
 	const char *const sleeper[] = { "sleep", "30", NULL };
@@ -118,6 +144,9 @@ TEST(count_fds)
 	 * our CLOEXEC fds). */
 	pid_t pid = harness_spawn(sleeper);
 	ASSERT_GT(pid, 0);
+	/* Counted once it sleeps in sleep(1): before and during its exec the
+	 * child still holds copies of our fds, CLOEXEC ones included. */
+	ASSERT(child_sleeps_in(pid, "sleep"));
 	int n = harness_count_fds(pid);
 	ASSERT_GE(n, 3);
 	ASSERT_LE(n, base);

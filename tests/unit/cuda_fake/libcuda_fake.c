@@ -21,6 +21,14 @@
  * CUDA_VISIBLE_DEVICES names, renumbered from 0, as with the real driver
  * (see visible_physical()), so a test can give the daemon every device and
  * a worker one of them.
+ *
+ * Freeing memory takes time on a real GPU (0.45-0.8 ms per GiB on the
+ * H200), paid by whoever drops the last reference: usually vramd's close
+ * of an exported fd. A process that preloads the fake
+ * (LD_PRELOAD, besides VRAM_LIBCUDA) has its close() go through the fake,
+ * which then charges FAKE_CUDA_RELEASE_US_PER_GIB for such a last close,
+ * and with FAKE_CUDA_RELEASE_HOLD=FIFO first waits for one byte on that
+ * fifo: a test holds a release for as long as it likes.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -33,6 +41,7 @@
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -316,6 +325,107 @@ static void ro_set(uintptr_t start, size_t len, int readonly)
 		}
 	}
 	pthread_mutex_unlock(&lock);
+}
+
+/* ---- the cost of freeing ---------------------------------------------------- */
+
+/* The inode of a fake-gpu memfd behind fd, or 0. */
+static unsigned long device_inode(const char *fd_path)
+{
+	char target[256];
+	struct stat st;
+	ssize_t n = readlink(fd_path, target, sizeof(target) - 1);
+
+	if (n <= 0)
+		return 0;
+	target[n] = 0;
+	if (!strstr(target, "memfd:fake-gpu:") || stat(fd_path, &st) < 0)
+		return 0;
+	return (unsigned long)st.st_ino;
+}
+
+/* Does any fd or mapping of inode exist, in any process, but this
+ * process's fd self_fd? (Then closing self_fd frees nothing.) */
+static int inode_held_elsewhere(unsigned long inode, int self_fd)
+{
+	DIR *proc = opendir("/proc");
+	struct dirent *e;
+	char path[512], line[1024], self[32];
+	int held = 0;
+
+	if (!proc)
+		return 1;
+	snprintf(self, sizeof(self), "%d", (int)getpid());
+	while (!held && (e = readdir(proc))) {
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		int is_self = strcmp(e->d_name, self) == 0;
+		snprintf(path, sizeof(path), "/proc/%s/fd", e->d_name);
+		DIR *fds = opendir(path);
+		struct dirent *f;
+		while (!held && fds && (f = readdir(fds))) {
+			if (f->d_name[0] == '.' ||
+			    (is_self && atoi(f->d_name) == self_fd))
+				continue;
+			snprintf(path, sizeof(path), "/proc/%s/fd/%s",
+				 e->d_name, f->d_name);
+			held = device_inode(path) == inode;
+		}
+		if (fds)
+			closedir(fds);
+		snprintf(path, sizeof(path), "/proc/%s/maps", e->d_name);
+		FILE *maps = held ? NULL : fopen(path, "re");
+		while (maps && fgets(line, sizeof(line), maps)) {
+			unsigned long ino = 0;
+			if (strstr(line, "memfd:fake-gpu:") &&
+			    sscanf(line, "%*s %*s %*s %*s %lu", &ino) == 1 &&
+			    ino == inode)
+				held = 1;
+		}
+		if (maps)
+			fclose(maps);
+	}
+	closedir(proc);
+	return held;
+}
+
+/* Waits for a byte on the fifo at path (a test's hold on a release). */
+static void release_hold(const char *path)
+{
+	char c;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	while (read(fd, &c, 1) < 0 && errno == EINTR)
+		;
+	syscall(SYS_close, fd);
+}
+
+/* close() for a process that preloads the fake: the last close of device
+ * memory is the driver's free and costs what the environment says. */
+int close(int fd)
+{
+	const char *hold = getenv("FAKE_CUDA_RELEASE_HOLD");
+	int us_per_gib = env_int("FAKE_CUDA_RELEASE_US_PER_GIB", 0);
+
+	if ((hold && *hold) || us_per_gib > 0) {
+		char path[64], target[256];
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		unsigned long inode = device_inode(path);
+		ssize_t n = inode ? readlink(path, target, sizeof(target) - 1) : -1;
+		if (n > 0 && !inode_held_elsewhere(inode, fd)) {
+			target[n] = 0;
+			const char *sz = strstr(target, "memfd:fake-gpu:");
+			uint64_t size = strtoull(sz + strlen("memfd:fake-gpu:"),
+						 NULL, 10);
+			if (hold && *hold)
+				release_hold(hold);
+			if (us_per_gib > 0)
+				usleep((useconds_t)(size * (uint64_t)us_per_gib >> 30));
+		}
+	}
+	return (int)syscall(SYS_close, fd);
 }
 
 /* ---- the driver API ------------------------------------------------------- */

@@ -1,0 +1,69 @@
+/* The node: every pool the daemon holds, and who may act on which. It
+ * owns the pool table and the pool and event ids, picks the pools a
+ * selector names, checks rights, and undoes what a departing session held.
+ * Its interface takes no protobuf type and it knows no socket: request.c
+ * converts at the edge. */
+#ifndef VRAMD_NODE_H
+#define VRAMD_NODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "backend.h"
+#include "pool.h"
+
+struct session;
+struct transition;
+
+struct node {
+	uv_loop_t *loop;
+	struct backend *backend;
+	struct pool **pools; /* array, in creation order */
+	unsigned n_pools, cap_pools;
+	struct transition *transitions; /* in flight, transition.c's list */
+	uint64_t next_pool_id, next_event_id;
+};
+
+/* Which pools a request names: each field set narrows the choice. */
+struct node_selector {
+	const char *name;   /* NULL or "": any */
+	const char *tag;    /* NULL or "": any */
+	uint32_t owner_pid; /* 0: any */
+	bool all;	    /* the caller asked for every pool */
+};
+
+/* What a selector with no field set means: a listing shows every pool,
+ * while a pause or resume acts on none unless it said all (a request that
+ * forgot its selector must not pause the whole node). */
+enum node_select_mode { NODE_SELECT_LIST, NODE_SELECT_ACT };
+
+void node_init(struct node *n, uv_loop_t *loop, struct backend *b);
+/* Frees the table; its pools must be gone (node_pool_drop). */
+void node_fini(struct node *n);
+
+struct pool *node_pool_by_id(struct node *n, uint64_t id);
+struct pool *node_pool_by_name(struct node *n, const char *name);
+/* Adds p at the end of the table. 0 or -ENOMEM. */
+int node_pool_add(struct node *n, struct pool *p);
+/* Tells every mapper but except that p is gone, fails the request acting
+ * on it (ENOENT), and removes and destroys it. */
+void node_pool_drop(struct node *n, struct pool *p, struct session *except);
+
+/* The pools sel picks, in creation order: *out (free() it, also when
+ * empty) and their count, or -ENOMEM. */
+int node_select(struct node *n, const struct node_selector *sel,
+		enum node_select_mode mode, struct pool ***out);
+
+/* May who pause, resume, open or drop p? Its owner's uid or root. */
+bool node_allowed(const struct identity *who, const struct pool *p);
+
+/* s is going away: its requests are carried out unanswered, the pools it
+ * owned are dropped (persistent ones kept without an owner), and its
+ * mappings end, which may complete rounds waiting on it. */
+void node_session_gone(struct node *n, struct session *s);
+
+/* Bytes of backup the node keeps in host memory (paused host pools). */
+uint64_t node_backup_bytes(const struct node *n);
+
+#endif

@@ -1,0 +1,289 @@
+/* vramd's loop never waits for the device. A real vramd runs the CUDA
+ * backend against the fake driver (tests/unit/cuda_fake/), preloaded so
+ * that the daemon's close of an exported chunk fd, the driver's free, can
+ * be held by the test for as long as it likes (FAKE_CUDA_RELEASE_HOLD).
+ * While a pause waits for that release to finish, before it reports the
+ * free memory after, other sessions are served. The tests speak the raw
+ * protocol, so that nothing in the test process holds the chunks and the
+ * daemon's close is the last reference. And a session that breaks while
+ * the daemon sends to it is closed from the loop, not the sender. */
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cuda_fake.h"
+#include "frame_send.h"
+#include "harness.h"
+#include "test.h"
+#include "vram.pb-c.h"
+#include "wire.h"
+
+static struct harness_daemon d;
+
+struct peer {
+	int fd;
+	struct wire_rx rx;
+	uint64_t next_id;
+};
+
+static void peer_connect(struct peer *p)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	p->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ASSERT(p->fd >= 0);
+	ASSERT(strlen(d.socket) < sizeof(a.sun_path));
+	memcpy(a.sun_path, d.socket, strlen(d.socket) + 1);
+	ASSERT_OK(connect(p->fd, (struct sockaddr *)&a, sizeof(a)));
+	wire_rx_init(&p->rx);
+	p->next_id = 1;
+}
+
+static void peer_close(struct peer *p)
+{
+	wire_rx_free(&p->rx);
+	close(p->fd);
+}
+
+static uint64_t peer_send(struct peer *p, Vram__Request *req)
+{
+	if (req->body_case != VRAM__REQUEST__BODY_ACK)
+		req->id = p->next_id++;
+	size_t len = vram__request__get_packed_size(req);
+	uint8_t *buf = malloc(len + 1);
+	vram__request__pack(req, buf);
+	ASSERT_OK(frame_send(p->fd, buf, len, NULL, 0));
+	free(buf);
+	return req->id;
+}
+
+/* Is a message already waiting (read or readable)? Does not wait. */
+static int peer_has_message(struct peer *p)
+{
+	struct pollfd pf = { .fd = p->fd, .events = POLLIN };
+	return p->rx.len > 0 || poll(&pf, 1, 0) == 1;
+}
+
+/* The next message. Fds that come with it are closed: this peer maps
+ * nothing. wait_ms bounds a wait that only a stuck daemon makes long. */
+static Vram__ServerMsg *peer_recv(struct peer *p, int wait_ms, const char *what)
+{
+	struct wire_frame f;
+	for (;;) {
+		memset(&f, 0, sizeof(f));
+		int r = wire_rx_next(&p->rx, &f);
+		ASSERT(r >= 0);
+		if (r == 1) {
+			Vram__ServerMsg *m = vram__server_msg__unpack(
+				NULL, f.len, f.payload);
+			wire_frame_clear(&f);
+			ASSERT(m);
+			return m;
+		}
+		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
+		if (poll(&pf, 1, wait_ms) != 1)
+			TEST_FAIL(
+				"no %s from vramd in %d ms: its loop is stuck\n%s",
+				what, wait_ms, harness_daemon_log(&d));
+		r = wire_rx_read(&p->rx, p->fd);
+		ASSERT(r > 0 || r == -EAGAIN);
+	}
+}
+
+/* Waits for the response to id and returns its err. */
+static int peer_response(struct peer *p, uint64_t id, const char *what)
+{
+	Vram__ServerMsg *m = peer_recv(p, 10000, what);
+	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_RESPONSE);
+	ASSERT_UEQ(m->response->id, id);
+	int err = m->response->err;
+	vram__server_msg__free_unpacked(m, NULL);
+	return err;
+}
+
+static void peer_hello(struct peer *p, const char *name)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__Hello h = VRAM__HELLO__INIT;
+	h.version = WIRE_PROTOCOL_VERSION;
+	h.name = (char *)name;
+	req.body_case = VRAM__REQUEST__BODY_HELLO;
+	req.hello = &h;
+	ASSERT_EQ(peer_response(p, peer_send(p, &req), "hello reply"), 0);
+}
+
+static uint64_t peer_ping(struct peer *p)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__Ping ping = VRAM__PING__INIT;
+	req.body_case = VRAM__REQUEST__BODY_PING;
+	req.ping = &ping;
+	return peer_send(p, &req);
+}
+
+static uint64_t peer_create(struct peer *p, const char *name)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolCreate c = VRAM__POOL_CREATE__INIT;
+	c.name = (char *)name;
+	c.reserve_bytes = 8u << 20;
+	req.body_case = VRAM__REQUEST__BODY_POOL_CREATE;
+	req.pool_create = &c;
+	uint64_t id = peer_send(p, &req);
+	Vram__ServerMsg *m = peer_recv(p, 10000, "create reply");
+	ASSERT_EQ(m->response->err, 0);
+	ASSERT_UEQ(m->response->id, id);
+	uint64_t pool_id = m->response->pool->info->id;
+	vram__server_msg__free_unpacked(m, NULL);
+	return pool_id;
+}
+
+static void peer_grow(struct peer *p, uint64_t pool_id, uint64_t bytes)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolGrow g = VRAM__POOL_GROW__INIT;
+	g.pool_id = pool_id;
+	g.bytes = bytes;
+	req.body_case = VRAM__REQUEST__BODY_POOL_GROW;
+	req.pool_grow = &g;
+	ASSERT_EQ(peer_response(p, peer_send(p, &req), "grow reply"), 0);
+}
+
+TEST(ping_answered_while_a_release_is_held)
+{
+	char so[64], fifo[128];
+	int hold_fd;
+
+	cuda_fake_build(so, sizeof(so));
+	snprintf(fifo, sizeof(fifo), "%s.hold", so);
+	ASSERT_OK(mkfifo(fifo, 0600));
+	/* Held open for the daemon's whole life, so its reads block on data,
+	 * never on a missing writer. */
+	hold_fd = open(fifo, O_RDWR | O_CLOEXEC);
+	ASSERT(hold_fd >= 0);
+	setenv("VRAM_LIBCUDA", so, 1);
+	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	setenv("FAKE_CUDA_RELEASE_HOLD", fifo, 1);
+	setenv("LD_PRELOAD", so, 1);
+	/* A sanitized vramd wants its runtime first; the fake's close() must
+	 * come before libc's, and asan's order check does not matter here. */
+	const char *asan = getenv("ASAN_OPTIONS");
+	char asan_opts[512];
+	snprintf(asan_opts, sizeof(asan_opts), "%s%sverify_asan_link_order=0",
+		 asan ? asan : "", asan && *asan ? ":" : "");
+	setenv("ASAN_OPTIONS", asan_opts, 1);
+	const char *const extra[] = { "--backend", "cuda", NULL };
+	int r = harness_daemon_start(&d, extra);
+	unsetenv("LD_PRELOAD");
+	unsetenv("FAKE_CUDA_RELEASE_HOLD");
+	if (r < 0)
+		TEST_FAIL("cannot start vramd on the fake driver: %s",
+			  strerror(-r));
+
+	/* The owner makes a pool of one chunk and keeps no fd of it. */
+	struct peer owner, pauser, other;
+	peer_connect(&owner);
+	peer_hello(&owner, "owner");
+	uint64_t pool_id = peer_create(&owner, "held");
+	peer_grow(&owner, pool_id, 2u << 20);
+
+	/* Another client pauses it: the daemon's close of the chunk, the
+	 * last reference, is the free that the fake now holds. */
+	peer_connect(&pauser);
+	peer_hello(&pauser, "pauser");
+	Vram__Transition t = VRAM__TRANSITION__INIT;
+	Vram__Selector sel = VRAM__SELECTOR__INIT;
+	sel.name = "held";
+	t.selector = &sel;
+	Vram__Request req = VRAM__REQUEST__INIT;
+	req.body_case = VRAM__REQUEST__BODY_PAUSE;
+	req.pause = &t;
+	uint64_t pause_id = peer_send(&pauser, &req);
+	Vram__ServerMsg *m = peer_recv(&owner, 10000, "pause event");
+	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_EVENT);
+	ASSERT_EQ(m->event->kind, VRAM__EVENT_KIND__EVENT_PAUSE);
+	uint64_t event_id = m->event->event_id;
+	vram__server_msg__free_unpacked(m, NULL);
+
+	/* The owner acks, and pings on the same socket: the daemon reads the
+	 * ping only after the ack, which ends the pause's round, so the pause
+	 * is then waiting for the held release. */
+	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
+	ack.event_id = event_id;
+	req = (Vram__Request)VRAM__REQUEST__INIT;
+	req.body_case = VRAM__REQUEST__BODY_ACK;
+	req.ack = &ack;
+	peer_send(&owner, &req);
+	ASSERT_EQ(peer_response(&owner, peer_ping(&owner), "ping reply"), 0);
+
+	/* A client that comes now is served too. */
+	peer_connect(&other);
+	peer_hello(&other, "other");
+	ASSERT_EQ(peer_response(&other, peer_ping(&other), "ping reply"), 0);
+
+	/* The release is still held, so the pause has not answered. */
+	ASSERT(!peer_has_message(&pauser));
+	ASSERT_EQ(write(hold_fd, "go", 2), 2);
+	ASSERT_EQ(peer_response(&pauser, pause_id, "pause reply"), 0);
+
+	peer_close(&other);
+	peer_close(&pauser);
+	peer_close(&owner);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
+	close(hold_fd);
+	unlink(fifo);
+	cuda_fake_remove(so);
+}
+
+/* A session whose peer no longer reads breaks on the next event sent to
+ * it and is closed from the loop's list of sessions to close: its socket
+ * is closed and its mapping is gone. */
+TEST(session_that_breaks_is_closed_from_the_loop)
+{
+	const char *const extra[] = { "--host-capacity", "64M", NULL };
+	int r = harness_daemon_start(&d, extra);
+	if (r < 0)
+		TEST_FAIL("cannot start vramd: %s", strerror(-r));
+	struct peer owner, deaf;
+	peer_connect(&owner);
+	peer_hello(&owner, "owner");
+	uint64_t pool_id = peer_create(&owner, "shared");
+	peer_connect(&deaf);
+	peer_hello(&deaf, "deaf");
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolOpen o = VRAM__POOL_OPEN__INIT;
+	o.name = "shared";
+	req.body_case = VRAM__REQUEST__BODY_POOL_OPEN;
+	req.pool_open = &o;
+	ASSERT_EQ(peer_response(&deaf, peer_send(&deaf, &req), "open reply"),
+		  0);
+	/* The daemon's next write to it fails (EPIPE); it sees no EOF. */
+	ASSERT_OK(shutdown(deaf.fd, SHUT_RD));
+	peer_grow(&owner, pool_id, 2u << 20);
+	/* Hung up once the daemon closed its end too, after the node forgot
+	 * the session (the fd is closed last). Asking for no event waits for
+	 * the hang-up alone. */
+	struct pollfd pf = { .fd = deaf.fd, .events = 0 };
+	if (poll(&pf, 1, 10000) != 1 || !(pf.revents & POLLHUP))
+		TEST_FAIL("the broken session was not closed\n%s",
+			  harness_daemon_log(&d));
+
+	Vram__List l = VRAM__LIST__INIT;
+	req = (Vram__Request)VRAM__REQUEST__INIT;
+	req.body_case = VRAM__REQUEST__BODY_LIST;
+	req.list = &l;
+	uint64_t id = peer_send(&owner, &req);
+	Vram__ServerMsg *m = peer_recv(&owner, 10000, "list reply");
+	ASSERT_UEQ(m->response->id, id);
+	ASSERT_EQ(m->response->list->n_pools, 1);
+	ASSERT_EQ(m->response->list->pools[0]->n_mappers, 1);
+	ASSERT_EQ(m->response->list->pools[0]->mappers[0]->pid,
+		  (uint32_t)getpid());
+	ASSERT_STREQ(m->response->list->pools[0]->mappers[0]->name, "owner");
+	vram__server_msg__free_unpacked(m, NULL);
+	peer_close(&deaf);
+	peer_close(&owner);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
+}
