@@ -34,7 +34,8 @@ static inline void integ_start_args(const char *const extra_args[])
 		TEST_FAIL("cannot start vramd: %s", strerror(-r));
 	r = vram_connect(NULL, "integ-baseline", 0, &c);
 	if (r < 0)
-		TEST_FAIL("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
 	integ_base = integ_stats(c);
 	vram_client_close(c);
 }
@@ -66,14 +67,17 @@ static inline void integ_check_baseline(void)
 	vram_client *c = NULL;
 	int r = vram_connect(NULL, "integ-check", 0, &c);
 	if (r < 0)
-		TEST_FAIL("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
 	integ_wait_baseline(c, integ_base.open_fds, integ_base.used_bytes);
 	struct vram_stats st = integ_stats(c);
-	if (st.pools != integ_base.pools || st.backup_bytes != integ_base.backup_bytes)
-		TEST_FAIL("daemon holds %u pools and %llu backup bytes; at start %u, %llu",
-			  st.pools, (unsigned long long)st.backup_bytes,
-			  integ_base.pools,
-			  (unsigned long long)integ_base.backup_bytes);
+	if (st.pools != integ_base.pools ||
+	    st.backup_bytes != integ_base.backup_bytes)
+		TEST_FAIL(
+			"daemon holds %u pools and %llu backup bytes; at start %u, %llu",
+			st.pools, (unsigned long long)st.backup_bytes,
+			integ_base.pools,
+			(unsigned long long)integ_base.backup_bytes);
 	vram_client_close(c);
 }
 
@@ -90,7 +94,8 @@ static inline vram_client *integ_connect(const char *name)
 	vram_client *c = NULL;
 	int r = vram_connect(NULL, name, 0, &c);
 	if (r < 0)
-		TEST_FAIL("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
 	return c;
 }
 
@@ -174,9 +179,10 @@ static inline void integ_wait_baseline(vram_client *c, uint32_t fds,
 			return;
 		harness_msleep(10);
 	}
-	TEST_FAIL("daemon holds %u fds and %llu bytes; baseline %u fds, %llu bytes",
-		  st.open_fds, (unsigned long long)st.used_bytes, fds,
-		  (unsigned long long)used);
+	TEST_FAIL(
+		"daemon holds %u fds and %llu bytes; baseline %u fds, %llu bytes",
+		st.open_fds, (unsigned long long)st.used_bytes, fds,
+		(unsigned long long)used);
 }
 
 /* A pipe to tell a child when to go on, and to hear it is ready. */

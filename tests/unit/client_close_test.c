@@ -251,7 +251,7 @@ TEST(exit_without_close_closes_pools_then_clients)
 	struct fake f;
 
 	fake_init(&f);
-	fake_start(&f);
+	fake_listen(&f);
 	pid_t pid = fork();
 	ASSERT(pid >= 0);
 	if (pid == 0) {
@@ -267,6 +267,7 @@ TEST(exit_without_close_closes_pools_then_clients)
 		late_pool = p;
 		exit(0);
 	}
+	fake_run(&f);
 	ASSERT_EQ(wait_child(pid), 0);
 	FAKE_WAIT(&f, f.n_eof == 1);
 	ASSERT_EQ(f.n_closes, 1);
@@ -301,7 +302,7 @@ TEST(exit_handlers_in_any_order)
 	for (int variant = 0; variant < 3; variant++) {
 		struct fake f;
 		fake_init(&f);
-		fake_start(&f);
+		fake_listen(&f);
 		pid_t pid = fork();
 		ASSERT(pid >= 0);
 		if (pid == 0) {
@@ -320,6 +321,7 @@ TEST(exit_handlers_in_any_order)
 			}
 			exit(0);
 		}
+		fake_run(&f);
 		ASSERT_EQ(wait_child(pid), 0);
 		FAKE_WAIT(&f, f.n_eof == 1);
 		fake_stop(&f);

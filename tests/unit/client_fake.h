@@ -681,8 +681,11 @@ static FAKE_UNUSED void fake_init(struct fake *f)
 	f->next_event_id = FAKE_FIRST_EVENT;
 }
 
-/* Starts the fake on a socket in a new temporary directory (f->path). */
-static FAKE_UNUSED void fake_start(struct fake *f)
+/* Listens on a socket in a new temporary directory (f->path); clients
+ * that connect wait until fake_run(). A case that forks does so between
+ * the two: a child forked while another thread is starting (or holds an
+ * allocator lock) may inherit a lock held forever, as seen under ASan. */
+static FAKE_UNUSED void fake_listen(struct fake *f)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
@@ -694,8 +697,20 @@ static FAKE_UNUSED void fake_start(struct fake *f)
 	ASSERT(f->listen_fd >= 0);
 	ASSERT_OK(bind(f->listen_fd, (struct sockaddr *)&sa, sizeof(sa)));
 	ASSERT_OK(listen(f->listen_fd, FAKE_MAX_CONNS));
+}
+
+/* Starts the thread that serves the socket. */
+static FAKE_UNUSED void fake_run(struct fake *f)
+{
 	ASSERT_OK(pthread_create(&f->thread, NULL, fake_main, f));
 	f->running = true;
+}
+
+/* fake_listen(), then fake_run(). */
+static FAKE_UNUSED void fake_start(struct fake *f)
+{
+	fake_listen(f);
+	fake_run(f);
 }
 
 /* A libvram client of the fake, through the public API. */
