@@ -16,17 +16,41 @@
 
 static struct harness_daemon integ_daemon;
 
+/* What the daemon held once started, seen by a client of its own: every
+ * case must give all of it back by integ_stop(). */
+static struct vram_stats integ_base;
+
+static inline struct vram_stats integ_stats(vram_client *c);
+static inline void integ_wait_baseline(vram_client *c, uint32_t fds,
+				       uint64_t used);
+
+/* Starts vramd with extra_args (NULL-terminated) after the harness's own,
+ * and notes what it holds: integ_stop() checks it is back there. */
+static inline void integ_start_args(const char *const extra_args[])
+{
+	vram_client *c = NULL;
+	int r = harness_daemon_start(&integ_daemon, extra_args);
+	if (r < 0)
+		TEST_FAIL("cannot start vramd: %s", strerror(-r));
+	r = vram_connect(NULL, "integ-baseline", 0, &c);
+	if (r < 0)
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
+	integ_base = integ_stats(c);
+	vram_client_close(c);
+}
+
 /* Starts vramd with a host device of capacity bytes ("64M"...). */
 static inline void integ_start(const char *capacity)
 {
 	const char *const extra[] = { "--host-capacity", capacity,
 				      "--ack-timeout-ms", "3000", NULL };
-	int r = harness_daemon_start(&integ_daemon, extra);
-	if (r < 0)
-		TEST_FAIL("cannot start vramd: %s", strerror(-r));
+	integ_start_args(extra);
 }
 
-static inline void integ_stop(void)
+/* Stops the daemon, which must exit cleanly, without the leak check: for
+ * a case that leaves something in the daemon on purpose. */
+static inline void integ_stop_unchecked(void)
 {
 	int r = harness_daemon_stop(&integ_daemon);
 	if (r != 0)
@@ -34,12 +58,44 @@ static inline void integ_stop(void)
 			  harness_daemon_log(&integ_daemon));
 }
 
+/* The end-of-case leak check: once every client of the case is closed and
+ * every child reaped, the daemon holds as many fds, bytes and pools as
+ * integ_start() found (a closed session is released asynchronously, so
+ * this waits for it, up to 3 s). */
+static inline void integ_check_baseline(void)
+{
+	vram_client *c = NULL;
+	int r = vram_connect(NULL, "integ-check", 0, &c);
+	if (r < 0)
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
+	integ_wait_baseline(c, integ_base.open_fds, integ_base.used_bytes);
+	struct vram_stats st = integ_stats(c);
+	if (st.pools != integ_base.pools ||
+	    st.backup_bytes != integ_base.backup_bytes)
+		TEST_FAIL(
+			"daemon holds %u pools and %llu backup bytes; at start %u, %llu",
+			st.pools, (unsigned long long)st.backup_bytes,
+			integ_base.pools,
+			(unsigned long long)integ_base.backup_bytes);
+	vram_client_close(c);
+}
+
+/* Checks for leaks (integ_check_baseline), then stops the daemon, which
+ * must exit cleanly. */
+static inline void integ_stop(void)
+{
+	integ_check_baseline();
+	integ_stop_unchecked();
+}
+
 static inline vram_client *integ_connect(const char *name)
 {
 	vram_client *c = NULL;
 	int r = vram_connect(NULL, name, 0, &c);
 	if (r < 0)
-		TEST_FAIL("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r),
+			  vram_last_error());
 	return c;
 }
 
@@ -123,9 +179,10 @@ static inline void integ_wait_baseline(vram_client *c, uint32_t fds,
 			return;
 		harness_msleep(10);
 	}
-	TEST_FAIL("daemon holds %u fds and %llu bytes; baseline %u fds, %llu bytes",
-		  st.open_fds, (unsigned long long)st.used_bytes, fds,
-		  (unsigned long long)used);
+	TEST_FAIL(
+		"daemon holds %u fds and %llu bytes; baseline %u fds, %llu bytes",
+		st.open_fds, (unsigned long long)st.used_bytes, fds,
+		(unsigned long long)used);
 }
 
 /* A pipe to tell a child when to go on, and to hear it is ready. */

@@ -129,7 +129,7 @@ TEST(other_uid_cannot_touch_pools)
 TEST(device_by_uuid)
 {
 	const char *const extra[] = { "--host-devices", "2", NULL };
-	ASSERT_OK(harness_daemon_start(&integ_daemon, extra));
+	integ_start_args(extra);
 	vram_client *c = integ_connect("uuid");
 	struct vram_stats st = integ_stats(c);
 	ASSERT_EQ(st.n_devices, 2);

@@ -187,9 +187,7 @@ static void start_daemon(void)
 				      "--ack-timeout-ms",
 				      "3000",
 				      NULL };
-	int r = harness_daemon_start(&integ_daemon, extra);
-	if (r < 0)
-		TEST_FAIL("cannot start vramd: %s", strerror(-r));
+	integ_start_args(extra);
 }
 
 static struct vram_selector by_owner(struct child *c)

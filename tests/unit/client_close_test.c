@@ -1,21 +1,26 @@
-/* Connecting and closing without a daemon: a fake vramd thread serves one
- * end of a socketpair (client_fake.h). Closing NULL, twice, in any order,
- * at exit from the registry, after the daemon went away (-EPIPE), while
- * other threads wait, and in a forked child; and no fd left behind. */
+/* Connecting and closing: closing NULL, twice, in any order, at exit from
+ * the registry, after the daemon went away (-EPIPE), while other threads
+ * wait, and in a forked child; and no fd left behind, here or in the
+ * daemon.
+ *
+ * Against the real vramd (tests/integration/integ.h, whose integ_stop()
+ * checks the daemon got every fd and byte back) wherever the daemon need
+ * not misbehave. The scripted fake (client_fake.h) stands in where hello
+ * must fail, pings must go unanswered, or a case counts the PoolClose
+ * requests libvram sends.
+ */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include "../integration/integ.h"
 #include "client_fake.h"
-
-#define MiB FAKE_MiB
 
 static vram_pool *pool_create(vram_client *c, const char *name, int policy)
 {
-	struct vram_pool_options o = {
-		.size = sizeof(o),
+	struct vram_pool_options o = { .size = sizeof(o),
 		.name = name,
 		.tag = "t",
 		.policy = policy,
@@ -27,6 +32,19 @@ static vram_pool *pool_create(vram_client *c, const char *name, int policy)
 		TEST_FAIL("vram_pool_create: %s (%s)", strerror(-r),
 			  vram_last_error());
 	return p;
+}
+
+/* Some line of /proc/self/maps names needle. */
+static bool maps_has(const char *needle)
+{
+	char line[512];
+	bool found = false;
+	FILE *m = fopen("/proc/self/maps", "r");
+	ASSERT(m);
+	while (!found && fgets(line, sizeof(line), m))
+		found = strstr(line, needle) != NULL;
+	fclose(m);
+	return found;
 }
 
 static int wait_child(pid_t pid)
@@ -74,12 +92,9 @@ TEST(close_null_and_non_handles_are_noops)
 
 TEST(connect_ping_and_double_close)
 {
-	struct fake f;
-	int base = fake_count_fds();
-
-	fake_init(&f);
-	fake_start(&f);
-	vram_client *c = fake_connect(&f);
+	integ_start("256M");
+	int base = harness_count_fds(0);
+	vram_client *c = integ_connect("unit");
 	ASSERT_STREQ(vram_client_backend(c), "host");
 	int fd = vram_client_fd(c);
 	ASSERT_GE(fd, 0);
@@ -91,36 +106,29 @@ TEST(connect_ping_and_double_close)
 	vram_client_close(c);
 	ASSERT_EQ(vram_ping(c), -EINVAL);
 	ASSERT_EQ(vram_client_dispatch(c, 0), -EINVAL);
-	FAKE_WAIT(&f, f.eof);
-	ASSERT_EQ(f.n_pings, 2);
-	fake_stop(&f);
-	ASSERT_EQ(fake_count_fds(), base);
+	ASSERT_EQ(harness_count_fds(0), base);
+	integ_stop(); /* the daemon closed the session too */
 }
 
 TEST(connect_by_path_by_env_and_failures)
 {
-	struct fake f;
-	char dir[] = "/tmp/vram-unit-XXXXXX", path[128];
 	vram_client *c = (vram_client *)1;
+	char path[sizeof(integ_daemon.socket)];
 
-	ASSERT(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/s.sock", dir);
-	fake_init(&f);
-	fake_listen(&f, path);
+	integ_start("256M");
+	snprintf(path, sizeof(path), "%s", integ_daemon.socket);
+	unsetenv("VRAM_SOCKET");
 	ASSERT_OK(vram_connect(path, "by-path", 0, &c));
 	ASSERT_OK(vram_ping(c));
 	vram_client_close(c);
-	fake_stop(&f);
 
-	fake_init(&f);
-	fake_listen(&f, path);
 	setenv("VRAM_SOCKET", path, 1);
 	ASSERT_OK(vram_connect(NULL, NULL, 0, &c));
 	ASSERT_STREQ(vram_client_backend(c), "host");
 	vram_client_close(c);
-	fake_stop(&f);
+	integ_stop(); /* the socket is gone with its directory */
+	setenv("VRAM_SOCKET", path, 1);
 
-	unlink(path);
 	c = (vram_client *)1;
 	ASSERT_EQ(vram_connect(NULL, "x", 0, &c), -ENOENT);
 	ASSERT(c == NULL);
@@ -133,35 +141,34 @@ TEST(connect_by_path_by_env_and_failures)
 	longname[sizeof(longname) - 1] = '\0';
 	ASSERT_EQ(vram_connect(path, longname, 0, &c), -EINVAL);
 	ASSERT_EQ(vram_connect(longname, "x", 0, &c), -ENAMETOOLONG);
-	rmdir(dir);
 }
 
+/* The fake refuses hello, speaks another version, names a backend this
+ * libvram lacks, or hangs up after hello. */
 TEST(hello_failures_leave_nothing_behind)
 {
 	struct fake f;
 	vram_client *c = NULL;
-	int base = fake_count_fds();
+	int base = harness_count_fds(0);
 
 	fake_init(&f);
 	f.hello_err = EPROTONOSUPPORT;
 	fake_start(&f);
-	ASSERT_EQ(client_open(f.client_end, "x", &c), -EPROTO);
-	f.client_end = -1;
+	ASSERT_EQ(vram_connect(f.path, "x", 0, &c), -EPROTO);
+	ASSERT(c == NULL);
 	ASSERT(strstr(vram_last_error(), "protocol") != NULL);
 	fake_stop(&f);
 
 	fake_init(&f);
 	f.hello_version = 2;
 	fake_start(&f);
-	ASSERT_EQ(client_open(f.client_end, "x", &c), -EPROTO);
-	f.client_end = -1;
+	ASSERT_EQ(vram_connect(f.path, "x", 0, &c), -EPROTO);
 	fake_stop(&f);
 
 	fake_init(&f);
 	f.backend = "tpu";
 	fake_start(&f);
-	ASSERT_EQ(client_open(f.client_end, "x", &c), -ENOENT);
-	f.client_end = -1;
+	ASSERT_EQ(vram_connect(f.path, "x", 0, &c), -ENOENT);
 	ASSERT(strstr(vram_last_error(), "tpu") != NULL);
 	fake_stop(&f);
 
@@ -174,9 +181,10 @@ TEST(hello_failures_leave_nothing_behind)
 	ASSERT_EQ(vram_ping(c), -EPIPE);
 	vram_client_close(c);
 	fake_stop(&f);
-	ASSERT_EQ(fake_count_fds(), base);
+	ASSERT_EQ(harness_count_fds(0), base);
 }
 
+/* Counted at the fake: vramd cannot tell a second PoolClose apart. */
 TEST(pool_close_sends_close_once)
 {
 	struct fake f;
@@ -191,11 +199,17 @@ TEST(pool_close_sends_close_once)
 	ASSERT(vram_pool_name(p) == NULL);
 	ASSERT_OK(vram_ping(c)); /* the close went before the ping */
 	ASSERT_EQ(f.n_closes, 1);
+	/* A dropped pool has nothing to close at the daemon. */
+	p = pool_create(c, "r", VRAM_POLICY_DISCARD);
+	ASSERT_OK(vram_pool_drop(c, "r"));
+	vram_pool_close(p);
+	ASSERT_OK(vram_ping(c));
+	ASSERT_EQ(f.n_closes, 1);
 	/* A new pool of the same name: the old close is long processed. */
 	p = pool_create(c, "q", VRAM_POLICY_DISCARD);
 	vram_client_close(c);
 	vram_pool_close(p); /* closed with its client: no-op */
-	FAKE_WAIT(&f, f.eof);
+	FAKE_WAIT(&f, f.n_eof == 1);
 	/* The client's close sends nothing: the session's end says it. */
 	ASSERT_EQ(f.n_closes, 1);
 	fake_stop(&f);
@@ -203,12 +217,10 @@ TEST(pool_close_sends_close_once)
 
 TEST(pools_after_their_client_closed_are_dead_handles)
 {
-	struct fake f;
 	void *ptr;
 
-	fake_init(&f);
-	fake_start(&f);
-	vram_client *c = fake_connect(&f);
+	integ_start("256M");
+	vram_client *c = integ_connect("unit");
 	vram_pool *p = pool_create(c, "p", VRAM_POLICY_DISCARD);
 	ASSERT_OK(vram_alloc(p, 4096, &ptr));
 	uintptr_t base = vram_pool_base(p);
@@ -228,17 +240,18 @@ TEST(pools_after_their_client_closed_are_dead_handles)
 		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 	ASSERT(m != MAP_FAILED);
 	munmap(m, 4096);
-	fake_stop(&f);
+	integ_stop();
 }
 
 /* The child leaves without closing anything; libvram's exit handler closes
- * the pool (PoolClose is sent) and then the client (EOF). */
+ * the pool (PoolClose is sent: counted at the fake) and then the client
+ * (EOF). */
 TEST(exit_without_close_closes_pools_then_clients)
 {
 	struct fake f;
 
 	fake_init(&f);
-	fake_start(&f);
+	fake_listen(&f);
 	pid_t pid = fork();
 	ASSERT(pid >= 0);
 	if (pid == 0) {
@@ -254,10 +267,9 @@ TEST(exit_without_close_closes_pools_then_clients)
 		late_pool = p;
 		exit(0);
 	}
-	close(f.client_end);
-	f.client_end = -1;
+	fake_run(&f);
 	ASSERT_EQ(wait_child(pid), 0);
-	FAKE_WAIT(&f, f.eof);
+	FAKE_WAIT(&f, f.n_eof == 1);
 	ASSERT_EQ(f.n_closes, 1);
 	fake_stop(&f);
 }
@@ -283,12 +295,14 @@ static void close_after_libvram(void)
 	vram_client_close(handler_client);
 }
 
+/* With the fake: integ_start() connects, which would register libvram's
+ * exit handler in this process before the child's own. */
 TEST(exit_handlers_in_any_order)
 {
 	for (int variant = 0; variant < 3; variant++) {
 		struct fake f;
 		fake_init(&f);
-		fake_start(&f);
+		fake_listen(&f);
 		pid_t pid = fork();
 		ASSERT(pid >= 0);
 		if (pid == 0) {
@@ -307,29 +321,28 @@ TEST(exit_handlers_in_any_order)
 			}
 			exit(0);
 		}
-		close(f.client_end);
-		f.client_end = -1;
+		fake_run(&f);
 		ASSERT_EQ(wait_child(pid), 0);
-		FAKE_WAIT(&f, f.eof);
+		FAKE_WAIT(&f, f.n_eof == 1);
 		fake_stop(&f);
 	}
 }
 
+/* vramd dies (SIGKILL): calls say -EPIPE, the mappings stay. */
 TEST(epipe_after_the_daemon_leaves_mappings_stay)
 {
-	struct fake f;
 	struct vram_report rep = VRAM_REPORT_INIT;
 	void *a, *b;
 
-	fake_init(&f);
-	fake_start(&f);
-	vram_client *c = fake_connect(&f);
+	integ_start("256M");
+	vram_client *c = integ_connect("unit");
 	vram_pool *p = pool_create(c, "p", VRAM_POLICY_HOST);
 	ASSERT_OK(vram_alloc(p, 1 * MiB, &a));
 	memset(a, 0x77, 1 * MiB);
 	uint64_t size = vram_pool_size(p);
 	ASSERT_UEQ(size, 64 * MiB);
-	fake_stop(&f); /* the daemon dies */
+	ASSERT_OK(harness_daemon_kill(&integ_daemon, SIGKILL));
+	ASSERT_EQ(harness_daemon_stop(&integ_daemon), 128 + SIGKILL);
 
 	ASSERT_EQ(vram_ping(c), -EPIPE);
 	ASSERT(strstr(vram_last_error(), "vramd") != NULL);
@@ -365,7 +378,8 @@ static void *blocked_main(void *arg)
 }
 
 /* Two threads wait for answers that never come (one reads, one sleeps on
- * the condition); closing the client from a third returns both. */
+ * the condition); closing the client from a third returns both. The fake
+ * never answers a ping. */
 TEST(close_wakes_threads_that_wait_for_answers)
 {
 	struct fake f;
@@ -395,30 +409,26 @@ TEST(close_wakes_threads_that_wait_for_answers)
  * closing the client wakes it. */
 TEST(close_wakes_a_dispatch_that_waits_forever)
 {
-	struct fake f;
 	pthread_t t;
 	struct blocked b = { .which = 1, .result = 1 };
 
-	fake_init(&f);
-	fake_start(&f);
-	b.c = fake_connect(&f);
+	integ_start("256M");
+	b.c = integ_connect("unit");
 	ASSERT_OK(pthread_create(&t, NULL, blocked_main, &b));
 	usleep(50000);
 	ASSERT_EQ(b.result, 1); /* still waiting */
 	vram_client_close(b.c);
 	pthread_join(t, NULL);
 	ASSERT_EQ(b.result, -EPIPE);
-	fake_stop(&f);
+	integ_stop();
 }
 
 TEST(event_thread_starts_once_and_stops_at_close)
 {
-	struct fake f;
 	struct timespec t0, t1;
 
-	fake_init(&f);
-	fake_start(&f);
-	vram_client *c = fake_connect(&f);
+	integ_start("256M");
+	vram_client *c = integ_connect("unit");
 	ASSERT_OK(vram_client_start_thread(c));
 	ASSERT_EQ(vram_client_start_thread(c), -EALREADY);
 	/* With the thread reading, calls still get their answers, and a
@@ -431,20 +441,18 @@ TEST(event_thread_starts_once_and_stops_at_close)
 	ASSERT_LT((t1.tv_sec - t0.tv_sec) * 1000 +
 			  (t1.tv_nsec - t0.tv_nsec) / 1000000,
 		  1000);
-	FAKE_WAIT(&f, f.eof);
-	fake_stop(&f);
+	integ_stop(); /* the session ended at the daemon */
 }
 
 /* A forked child inherits the parent's client: it must not use it, and its
- * exit must not close the parent's pools or its connection. */
+ * exit must not close the parent's pools or its connection. The pool does
+ * not persist, so a PoolClose from the child would drop it at vramd. */
 TEST(fork_child_never_touches_the_parents_session)
 {
-	struct fake f;
 	void *ptr;
 
-	fake_init(&f);
-	fake_start(&f);
-	vram_client *c = fake_connect(&f);
+	integ_start("256M");
+	vram_client *c = integ_connect("unit");
 	vram_pool *p = pool_create(c, "p", VRAM_POLICY_HOST);
 	ASSERT_OK(vram_alloc(p, 4096, &ptr));
 	pid_t pid = fork();
@@ -463,25 +471,23 @@ TEST(fork_child_never_touches_the_parents_session)
 	}
 	ASSERT_EQ(wait_child(pid), 0);
 	ASSERT_OK(vram_ping(c));
-	ASSERT_EQ(f.n_closes, 0);
-	ASSERT(!f.eof);
+	ASSERT_EQ(integ_stats(c).pools, 1);
+	ASSERT_EQ(integ_info(c, "p").n_mappers, 1);
 	ASSERT_OK(vram_free(p, ptr));
 	vram_pool_close(p);
 	ASSERT_OK(vram_ping(c));
-	ASSERT_EQ(f.n_closes, 1);
+	ASSERT_EQ(integ_stats(c).pools, 0);
 	vram_client_close(c);
-	fake_stop(&f);
+	integ_stop();
 }
 
 TEST(no_fd_or_mapping_left_after_a_full_cycle)
 {
-	struct fake f;
-	int base = fake_count_fds();
 	void *ptr;
 
-	fake_init(&f);
-	fake_start(&f);
-	vram_client *c = fake_connect(&f);
+	integ_start("256M");
+	int base = harness_count_fds(0);
+	vram_client *c = integ_connect("unit");
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_pool *p = pool_create(c, "p", VRAM_POLICY_HOST);
 	vram_pool *q = pool_create(c, "q", VRAM_POLICY_DISCARD);
@@ -491,7 +497,7 @@ TEST(no_fd_or_mapping_left_after_a_full_cycle)
 	ASSERT_OK(vram_pool_resume(p, NULL));
 	vram_pool_close(p);
 	vram_client_close(c);
-	FAKE_WAIT(&f, f.eof);
-	fake_stop(&f);
-	ASSERT_EQ(fake_count_fds(), base);
+	ASSERT_EQ(harness_count_fds(0), base);
+	ASSERT(!maps_has("vramd-chunk") && !maps_has("vramd-backup"));
+	integ_stop();
 }
