@@ -242,9 +242,14 @@ class Runner:
         env = dict(os.environ)
         for k in ("LD_PRELOAD", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF", "TMS_RETAIN_CPU_BACKUP"):
             env.pop(k, None)
-        env["PYTHONPATH"] = os.path.join(ROOT, "python")
+        # The caller's PYTHONPATH (where torch may live) stays, behind
+        # the one package the backend needs; the trainer gets it alone.
+        base = os.environ.get("PYTHONPATH", "")
+        env["COMPARE_BASE_PYTHONPATH"] = base
+        env["PYTHONPATH"] = ":".join(p for p in (os.path.join(ROOT, "python"), base) if p)
+        env.setdefault("VRAM_BUILD", os.path.join(ROOT, "build"))
         if backend.startswith("tms"):
-            env["PYTHONPATH"] = self.tms["dir"]
+            env["PYTHONPATH"] = ":".join(p for p in (self.tms["dir"], base) if p)
             if self.a.tms_hook == "preload":
                 env["LD_PRELOAD"] = self.tms["preload"]
                 extra = preload_lib_path(self.tms["preload"])
@@ -330,7 +335,7 @@ def run_all(a, probe, out):
 
             daemon = vramtest.Daemon(backend="cuda", extra=["--ack-timeout-ms", "120000", "--log-level", "info"])
         except Exception as e:
-            unavailable["vramd"] = f"vramd did not start: {e}"
+            unavailable["vramd"] = "vramd did not start: " + " ".join(str(e).split())[:400]
             results["notes"].append(unavailable["vramd"])
             print(f"compare: {unavailable['vramd']}; its cells are skipped")
     runner = Runner(a, out, tms, daemon.socket if daemon else None)

@@ -237,7 +237,7 @@ class Trainer:
 
     def __init__(self):
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("TMS_")}
-        env.pop("PYTHONPATH", None)
+        env["PYTHONPATH"] = os.environ.get("COMPARE_BASE_PYTHONPATH", "")
         env.pop("VRAM_SOCKET", None)
         self.p = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "--trainer"],
