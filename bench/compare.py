@@ -134,7 +134,7 @@ def arg_parser():
                     help="upstream's hook mode (default preload, its default; only preload pauses graphs)")
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(
         os.environ.get("VRAM_BUILD") or os.path.join(ROOT, "build"), "compare-results"))
-    ap.add_argument("--timeout", type=int, default=1800, help="seconds per child")
+    ap.add_argument("--timeout", type=int, default=900, help="seconds per child")
     ap.add_argument("--render", metavar="JSON", help="print and plot an earlier compare.json; no GPU")
     return ap
 
@@ -237,6 +237,7 @@ class Runner:
         self.logs = os.path.join(out, "logs")
         os.makedirs(self.logs, exist_ok=True)
         self.seq = 0
+        self.preload_extra = None
 
     def env(self, backend):
         env = dict(os.environ)
@@ -252,7 +253,9 @@ class Runner:
             env["PYTHONPATH"] = ":".join(p for p in (self.tms["dir"], base) if p)
             if self.a.tms_hook == "preload":
                 env["LD_PRELOAD"] = self.tms["preload"]
-                extra = preload_lib_path(self.tms["preload"])
+                if self.preload_extra is None:
+                    self.preload_extra = preload_lib_path(self.tms["preload"])
+                extra = self.preload_extra
                 if extra:
                     env["LD_LIBRARY_PATH"] = ":".join(extra + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
         elif backend == "vramd":

@@ -142,9 +142,12 @@ class TorchGraph:
         torch = be.torch
         self.be, self.tag, self.nbytes = be, tag, nbytes
         self.bytes = nbytes
-        # Loads the kernels before the capture.
-        torch.full((1024,), 1, dtype=torch.uint8, device="cuda").sum(dtype=torch.int64)
+        # The same work once outside the capture (kernels loaded, as
+        # torch's graph docs ask); its memory goes back before the capture
+        # (which empties torch's cache itself).
+        torch.full((nbytes,), 1, dtype=torch.uint8, device="cuda").sum(dtype=torch.int64)
         be.sync()
+        torch.cuda.empty_cache()
         self.g = torch.cuda.CUDAGraph()
         with be.saver.cuda_graph(self.g, tag=tag):
             buf = torch.full((nbytes,), 1, dtype=torch.uint8, device="cuda")
