@@ -300,6 +300,8 @@ class Runner:
                 tail = f.read()[-3000:]
             res["why"] = res.get("error") or f"rc {rc}"
             print(f"   FAILED ({res['why']}); the end of {log_path}:\n{tail}", flush=True)
+        if res["status"] == "ok":
+            print(f"   done in {res['wall_s']:.0f} s" + (f" (rc {rc})" if rc else ""), flush=True)
         return res
 
 
@@ -401,7 +403,14 @@ def run_all(a, probe, out):
                 if s == "size":
                     layouts = [[[1, int(g * GiB)]] for g in a.sizes]
                 else:
-                    layouts = [[[n, a.count_total // n // (2 * MiB) * (2 * MiB)]] for n in a.counts]
+                    layouts = []
+                    for n in a.counts:
+                        each_ = a.count_total // n // (2 * MiB) * (2 * MiB)
+                        if each_ == 0:
+                            print(f"compare: count sweep: {n} allocations of {size_str(a.count_total)} "
+                                  "would be under 2 MiB each: skipped")
+                            continue
+                        layouts.append([[n, each_]])
                 cases = [{"name": f"{s}-{layout_str(l)}", "tag": f"{s}{i}", "sizes": l, "backup": False}
                          for i, l in enumerate(layouts)]
                 spec = dict(base, kind="cycles", cycles=a.sweep_cycles, cases=cases)
