@@ -436,3 +436,18 @@ $(PRELOAD_CHILD): $(BUILD)/obj/tests/integration/preload/preload_child.o $(CUDAR
 		-L$(BUILD)/tests -lcudart_fake -Wl,-rpath,'$$ORIGIN/..' -ldl
 
 test: $(PRELOAD) $(PRELOAD_CHILD)
+# ---- bench-compare: vramd against upstream torch_memory_saver --------------
+# bench/compare.py (issue 11): every workload through upstream
+# torch_memory_saver (built by tools/tms-build.sh into .tms/, or $TMS_DIR),
+# upstream with retain_cpu_backup, vramd's compat layer and an in-process
+# floor. Needs a GPU and PyTorch (without, it says so and make goes on:
+# the script itself exits 77). COMPARE_ARGS go to
+# bench/compare.py (e.g. COMPARE_ARGS='--sweeps none'). The selftest runs
+# without a GPU.
+.PHONY: bench-compare bench-compare-selftest
+bench-compare: all
+	$(Q)$(TEST_ENV) python3 bench/compare.py $(COMPARE_ARGS); rc=$$?; \
+		[ $$rc -eq 77 ] || exit $$rc
+
+bench-compare-selftest: all
+	$(Q)$(TEST_ENV) python3 bench/compare_selftest.py

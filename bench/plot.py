@@ -228,6 +228,75 @@ def plot(rows, data, path):
     return True
 
 
+# ---- bench/compare.py's sweeps -----------------------------------------------
+
+COMPARE_SWEEPS = (
+    # (sweep, file, x label, title)
+    ("size", "compare_size.png", "pool size (GiB), one discard tensor",
+     "pause/resume against pool size"),
+    ("count", "compare_count.png", "allocations (sharing one total)",
+     "pause/resume against allocation count"),
+    ("mappers", "compare_mappers.png", "processes mapping the pool",
+     "vramd pause/resume against mappers of one pool"),
+)
+COMPARE_STYLE = {
+    "tms": ("torch_memory_saver", "tab:orange", "s"),
+    "tms-retain": ("torch_memory_saver, retained", "tab:purple", "^"),
+    "vramd": ("vramd", "tab:blue", "o"),
+    "raw": ("in-process floor", "tab:gray", "x"),
+}
+
+
+def plot_compare(sweeps, out_dir):
+    """Draws bench/compare.py's sweeps, one PNG per sweep (pause and
+    resume side by side, medians with min-max bars). sweeps: {sweep:
+    {backend: [{"x", "pause_ms": {min, median, max}, "resume_ms": ...}]}}.
+    Returns the paths written; without matplotlib, says so and returns []
+    (the figures are in compare.json and compare.csv either way)."""
+    if not any(sweeps.get(s) for s, *_ in COMPARE_SWEEPS):
+        return []
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plots (the figures are in compare.json; "
+              "draw them elsewhere with bench/compare.py --render compare.json)")
+        return []
+    paths = []
+    for sweep, name, xlabel, title in COMPARE_SWEEPS:
+        pts = sweeps.get(sweep)
+        if not pts:
+            continue
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+        for ax, metric in zip(axes, ("pause_ms", "resume_ms")):
+            for backend, (label, color, marker) in COMPARE_STYLE.items():
+                ps = sorted((p for p in pts.get(backend, []) if p.get(metric)), key=lambda p: p["x"])
+                if not ps:
+                    continue
+                x = [p["x"] for p in ps]
+                y = [p[metric]["median"] for p in ps]
+                lo = [p[metric]["median"] - p[metric]["min"] for p in ps]
+                hi = [p[metric]["max"] - p[metric]["median"] for p in ps]
+                ax.errorbar(x, y, yerr=[lo, hi], color=color, marker=marker, capsize=3, label=label)
+            if sweep != "mappers":
+                ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(f"{metric[:-3]} (ms)")
+            ax.set_title(metric[:-3])
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+        fig.suptitle(title)
+        fig.tight_layout()
+        path = os.path.join(out_dir, name)
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        print(f"wrote {path}")
+        paths.append(path)
+    return paths
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)

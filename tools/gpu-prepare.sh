@@ -12,6 +12,11 @@
 #   tools/gpu-prepare.sh bench      there: the benchmarks only
 #   tools/gpu-prepare.sh exec CMD.. there: CMD with the unpacked libraries
 #                                   on LD_LIBRARY_PATH
+#   tools/gpu-prepare.sh compare [ARGS..]
+#                                   there: vramd against upstream
+#                                   torch_memory_saver (bench/compare.py
+#                                   ARGS), building upstream from .tms-src/
+#                                   first; results under $OUT/compare
 #
 # "There" never calls make (a rebuild would need the -dev packages): it
 # unpacks .debs/*.deb with dpkg -x into .debs/root once (never into /) and
@@ -53,9 +58,19 @@ prepare() {
 	mkdir -p "$debs" || exit 1
 	(cd "$debs" && apt-get download "${RUNTIME_PKGS[@]}") ||
 		die "apt-get download ${RUNTIME_PKGS[*]} failed (run apt-get update first?)"
+	# Upstream torch_memory_saver's source, for the compare mode (built
+	# there: it needs torch and nvcc). Optional: without it the comparison
+	# skips upstream's cells.
+	local tms_carry=
+	if [ -f "$root/.tms-src/setup.py" ] || "$root/tools/tms-build.sh" export; then
+		tms_carry=" and .tms-src/"
+	else
+		echo "gpu-prepare: no torch_memory_saver source exported (see tools/tms-build.sh); compare will skip upstream" >&2
+	fi
 	echo
-	echo "ready: carry ${build#"$root"/}/ and .debs/ to the GPU machine and run there"
+	echo "ready: carry ${build#"$root"/}/, .debs/$tms_carry to the GPU machine and run there"
 	echo "  tools/gpu-prepare.sh gpu"
+	echo "  tools/gpu-prepare.sh compare     (vramd against torch_memory_saver)"
 }
 
 # ---- there ------------------------------------------------------------------
@@ -119,6 +134,20 @@ gpu_bench() {
 	OUT=$dir/bench "$root/bench/gpu.sh"
 }
 
+# vramd against upstream torch_memory_saver (bench/compare.py): builds
+# upstream from .tms-src/ into .tms/ once, then runs the comparison.
+# Exits with bench/compare.py's status (77: no GPU or no PyTorch).
+gpu_compare() {
+	local dir=$1
+	shift
+	echo "== vramd against torch_memory_saver"
+	if ! "$root/tools/tms-build.sh" check >/dev/null 2>&1; then
+		"$root/tools/tms-build.sh" build ||
+			echo "gpu-prepare: upstream torch_memory_saver did not build; its cells are skipped" >&2
+	fi
+	OUT=$dir python3 "$root/bench/compare.py" "$@"
+}
+
 mode=${1:-prepare}
 [ $# -gt 0 ] && shift
 case $mode in
@@ -140,12 +169,25 @@ gpu | test | bench)
 	echo "results in $out"
 	exit $rc
 	;;
+compare)
+	out=${OUT:-$build/gpu-results}
+	mkdir -p "$out/compare" || exit 1
+	runtime_env
+	# The comparison needs only vramd and libvram (bench/compare.py skips
+	# vramd's cells without them).
+	[ -x "$build/vramd" ] || die "$build/vramd missing: run tools/gpu-prepare.sh on the build machine"
+	export VRAMD_BIN=$build/vramd VRAMCTL_BIN=$build/vramctl VRAM_BUILD=$build
+	gpu_compare "$out/compare" "$@"
+	rc=$?
+	echo "results in $out/compare"
+	exit $rc
+	;;
 exec)
 	[ $# -gt 0 ] || die "exec needs a command"
 	runtime_env
 	exec "$@"
 	;;
 *)
-	die "unknown mode $mode (prepare, gpu, test, bench, exec)"
+	die "unknown mode $mode (prepare, gpu, test, bench, compare, exec)"
 	;;
 esac
