@@ -44,8 +44,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS_DAEMON = $(shell pkg-config --libs libuv libprotobuf-c libsystemd 2>/dev/null)
 PKG_LIBS_CLIENT = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)
 
-WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wvla -Wshadow \
-	-Wno-unused-parameter
+WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wvla -Wshadow
 CFLAGS ?= -O2 -g
 BASE_CFLAGS := -std=gnu11 -fPIC -D_GNU_SOURCE $(WARN) $(CFLAGS) $(SANITIZE) $(PKG_CFLAGS)
 

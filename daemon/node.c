@@ -62,7 +62,7 @@ void node_pool_drop(struct node *n, struct pool *p, struct session *except)
 	for (struct mapper *m = p->mappers; m; m = m->next)
 		if (m->session != except)
 			session_send_event(m->session, &ev, NULL, 0);
-	transition_pool_dropped(n, p);
+	transition_pool_dropped(p);
 	for (unsigned i = 0; i < n->n_pools; i++) {
 		if (n->pools[i] == p) {
 			memmove(&n->pools[i], &n->pools[i + 1],

@@ -1,6 +1,7 @@
 /* The libuv loop: the listening socket, signals, the watchdog, the status
  * line, the sessions and their read loop. */
 #include "server.h"
+#include "attr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,7 +107,7 @@ static void server_settle_work(uv_work_t *w)
 }
 
 /* The device settled: handles the request put off for it, then reads on. */
-static void server_on_settled(uv_work_t *w, int status)
+static void server_on_settled(uv_work_t *w, int status UNUSED)
 {
 	struct session *s = w->data;
 	struct server *srv = s->owner;
@@ -242,7 +243,7 @@ static void server_on_session_poll(uv_poll_t *h, int status, int events)
 		server_read(srv, s);
 }
 
-static void server_on_accept(uv_poll_t *h, int status, int events)
+static void server_on_accept(uv_poll_t *h, int status UNUSED, int events UNUSED)
 {
 	struct server *srv = h->data;
 
@@ -351,7 +352,7 @@ static void server_on_signal(uv_signal_t *h, int signum)
 	server_stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-static void server_on_watchdog(uv_timer_t *h)
+static void server_on_watchdog(uv_timer_t *h UNUSED)
 {
 	notify_watchdog();
 }

@@ -3,6 +3,7 @@
  * events the pool asks for, counts the pools down against a deadline and
  * answers the request. */
 #include "transition.h"
+#include "attr.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -89,7 +90,7 @@ static void late_pids(struct transition_item *it, struct pool *p)
 
 /* Does what the pool asked after a begin or an advance: send its next
  * round, or end the request's part in it. */
-static void item_step(struct node *node, struct pool *p, enum pool_step step,
+static void item_step(struct pool *p, enum pool_step step,
 		      const struct pool_next *next)
 {
 	struct transition_item *it = p->op;
@@ -142,7 +143,7 @@ void transition_advance(struct node *node, struct pool *p)
 					   &next);
 	if (it)
 		it->t->release_ns += uv_hrtime() - now;
-	item_step(node, p, step, &next);
+	item_step(p, step, &next);
 }
 
 void transition_ack(struct node *node, struct session *s, uint64_t event_id,
@@ -265,7 +266,7 @@ static void transition_settle_work(uv_work_t *w)
 	backend_settle(t->node->backend);
 }
 
-static void transition_settled(uv_work_t *w, int status)
+static void transition_settled(uv_work_t *w, int status UNUSED)
 {
 	transition_reply(w->data);
 }
@@ -319,8 +320,7 @@ static void transition_timeout(uv_timer_t *timer)
 }
 
 static void item_begin(struct node *node, struct transition *t,
-		       struct transition_item *it, struct session *requester,
-		       struct pool *p)
+		       struct transition_item *it, struct pool *p)
 {
 	struct pool_next next;
 	enum pool_step step;
@@ -338,7 +338,7 @@ static void item_begin(struct node *node, struct transition *t,
 	else
 		step = pool_pause(p, node->backend, &node->next_event_id, &next);
 	t->release_ns += uv_hrtime() - t0;
-	item_step(node, p, step, &next);
+	item_step(p, step, &next);
 }
 
 void transition_start(struct node *node, struct session *requester,
@@ -377,7 +377,7 @@ void transition_start(struct node *node, struct session *requester,
 			item_fail(&t->items[i], EPERM, "pool %s belongs to uid %u",
 				  p->name, p->owner_id.uid);
 		else
-			item_begin(node, t, &t->items[i], requester, p);
+			item_begin(node, t, &t->items[i], p);
 	}
 
 	t->starting = false;
@@ -388,7 +388,7 @@ void transition_start(struct node *node, struct session *requester,
 	uv_timer_start(&t->timer, transition_timeout, timeout_ms, 0);
 }
 
-void transition_pool_dropped(struct node *node, struct pool *p)
+void transition_pool_dropped(struct pool *p)
 {
 	if (p->op)
 		item_fail(p->op, ENOENT, "pool %s was dropped", p->name);

@@ -64,7 +64,7 @@ void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 void transition_advance(struct node *node, struct pool *p);
 
 /* p is being dropped: its request, if any, records ENOENT for it. */
-void transition_pool_dropped(struct node *node, struct pool *p);
+void transition_pool_dropped(struct pool *p);
 
 /* s is closing: requests it made are still carried out, unanswered. */
 void transition_session_gone(struct node *node, struct session *s);

@@ -27,7 +27,8 @@ static uint64_t events_bytes(const Vram__Event *ev)
 	return n;
 }
 
-/* SAVE (and the first half of PAUSE): wait for the device and, if asked,
+/* SAVE (and, without backup, the first half of PAUSE): wait for the
+ * device and, if asked,
  * copy the pool into its backup, refusing when fewer than expect bytes are
  * mapped here. Nothing is unmapped, so a failure here loses nothing: the
  * error goes back in the ack. */
@@ -74,13 +75,25 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 	return r;
 }
 
-/* PAUSE: save if asked (see events_save), then unmap every chunk (the
- * range stays). If the save fails nothing is unmapped and the pool stays
- * ACTIVE here; once the unmapping starts it is PAUSED whatever happens. */
+/* PAUSE: wait for the device, then unmap every chunk (the range stays).
+ * If the wait fails nothing is unmapped and the pool stays ACTIVE here;
+ * once the unmapping starts it is PAUSED whatever happens. The backup is
+ * saved by the SAVE round before (docs/protocol.md): a PAUSE that asks to
+ * save is refused, unmapping nothing, since a save here would skip SAVE's
+ * check that this process maps all of the pool. */
 static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
 			char *msg, size_t msglen)
 {
-	int r = events_save(c, p, backup, 0, msg, msglen);
+	int r;
+
+	if (backup) {
+		snprintf(msg, msglen,
+			 "pool %s: a PAUSE that asks to save (vramd saves in a "
+			 "SAVE round first); nothing unmapped",
+			 p->name);
+		return -EPROTO;
+	}
+	r = events_save(c, p, false, 0, msg, msglen);
 
 	if (r < 0 || p->dropped)
 		return r;
@@ -95,7 +108,7 @@ static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
 /* RESUME: map the chunks carried at their offsets, restore the backup if
  * asked. On failure whatever was mapped is unmapped again and the pool
  * stays PAUSED. */
-static int events_resume(struct vram_client *c, struct vram_pool *p,
+static int events_resume(struct vram_pool *p,
 			 const Vram__Event *ev, const struct wire_frame *f,
 			 char *msg, size_t msglen)
 {
@@ -158,7 +171,7 @@ out:
 
 /* GROW: the owner grew the pool; map the new chunks. Chunks this process
  * already has (the owner's own) are skipped. */
-static void events_grow(struct vram_client *c, struct vram_pool *p,
+static void events_grow(struct vram_pool *p,
 			const Vram__Event *ev, const struct wire_frame *f)
 {
 	struct mapping_desc *d = NULL;
@@ -238,11 +251,11 @@ int events_handle(struct vram_client *c, const Vram__Event *ev,
 		return events_answer(ev, "save", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_RESUME:
 		if (p)
-			r = events_resume(c, p, ev, f, msg, sizeof(msg));
+			r = events_resume(p, ev, f, msg, sizeof(msg));
 		return events_answer(ev, "resume", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_GROW:
 		if (p)
-			events_grow(c, p, ev, f);
+			events_grow(p, ev, f);
 		return 0;
 	case VRAM__EVENT_KIND__EVENT_DROP:
 		if (p)

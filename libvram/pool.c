@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "attr.h"
 #include "mapping.h"
 #include "message.h"
 #include "pool.h"
@@ -242,7 +243,7 @@ fail:
 	return rc;
 }
 
-int pool_complete_grow(struct vram_client *c, struct call *call,
+int pool_complete_grow(struct vram_client *c UNUSED, struct call *call,
 		       const Vram__Response *r, const struct wire_frame *f)
 {
 	struct vram_pool *p = call->arg;

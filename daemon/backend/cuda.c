@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "attr.h"
 #include "env.h"
 #include "cuda_driver.h"
 #include "log.h"
@@ -273,7 +274,7 @@ static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	return 0;
 }
 
-static void cuda_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
+static void cuda_chunk_release(struct backend *b, unsigned dev UNUSED, struct chunk *c)
 {
 	closer_push(&cuda_of(b)->closer, c->fd);
 	c->fd = -1;
@@ -416,7 +417,7 @@ static unsigned cuda_release_threads(void)
  * CUDA device (CUDA_VISIBLE_DEVICES applies), NVML when present. Creates no
  * context. -ENOENT without the driver library, -ENODEV without a usable
  * device, -ENOSYS for a driver older than CUDA 11.4. */
-int backend_cuda_open(const struct backend_config *cfg, struct backend **out)
+int backend_cuda_open(const struct backend_config *cfg UNUSED, struct backend **out)
 {
 	struct cuda_backend *cb;
 	char why[256] = "";

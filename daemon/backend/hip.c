@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "attr.h"
 #include "clock.h"
 #include "env.h"
 #include "hip_api.h"
@@ -519,7 +520,7 @@ static int hip_device_init(struct hip_backend *hb, unsigned i)
 	return 0;
 }
 
-int backend_hip_open_with(const struct backend_config *cfg,
+int backend_hip_open_with(const struct backend_config *cfg UNUSED,
 			  const struct hip_api *api, struct backend **out)
 {
 	struct hip_backend *hb;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "attr.h"
 #include "log.h"
 
 static void host_destroy(struct backend *b)
@@ -44,7 +45,7 @@ static int host_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	return 0;
 }
 
-static void host_chunk_release(struct backend *b, unsigned dev, struct chunk *c)
+static void host_chunk_release(struct backend *b UNUSED, unsigned dev UNUSED, struct chunk *c)
 {
 	close(c->fd);
 }

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "copy.h"
+#include "attr.h"
 #include "cuda_driver.h"
 #include "error.h"
 #include "host_regs.h"
@@ -387,7 +388,7 @@ static int vc_unregister(struct vmm_cuda *vc, void *host)
 	return 0;
 }
 
-static int cuda_host_unregister(struct vmm *v, void *host, size_t len)
+static int cuda_host_unregister(struct vmm *v, void *host, size_t len UNUSED)
 {
 	struct vmm_cuda *vc = vc_of(v);
 	int r = host_regs_remove(&vc->regs, host);

@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "attr.h"
 #include "error.h"
 #include "hip_api.h"
 #include "hip.h"
@@ -623,7 +624,7 @@ out:
 	return r;
 }
 
-static int hip_unreserve(struct vmm *v, uintptr_t addr, uint64_t size)
+static int hip_unreserve(struct vmm *v, uintptr_t addr, uint64_t size UNUSED)
 {
 	struct vmm_hip *vh = vh_of(v);
 	struct hip_range *rg = NULL;
@@ -844,7 +845,7 @@ static int hip_host_register(struct vmm *v, void *host, size_t len)
 	return r;
 }
 
-static int hip_host_unregister(struct vmm *v, void *host, size_t len)
+static int hip_host_unregister(struct vmm *v, void *host, size_t len UNUSED)
 {
 	struct vmm_hip *vh = vh_of(v);
 	int r = host_regs_remove(&vh->regs, host);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "vmm.h"
+#include "attr.h"
 
 #define RESERVE_FLAGS (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE)
 
@@ -24,7 +25,7 @@ static void host_destroy(struct vmm *v)
 	free(v);
 }
 
-static int host_reserve(struct vmm *v, unsigned dev, uint64_t size,
+static int host_reserve(struct vmm *v UNUSED, unsigned dev UNUSED, uint64_t size,
 			uint64_t align, uintptr_t *addr)
 {
 	uint64_t page = page_size();
@@ -53,7 +54,7 @@ static int host_reserve(struct vmm *v, unsigned dev, uint64_t size,
 	return 0;
 }
 
-static int host_unreserve(struct vmm *v, uintptr_t addr, uint64_t size)
+static int host_unreserve(struct vmm *v UNUSED, uintptr_t addr, uint64_t size)
 {
 	if (munmap((void *)addr, size) < 0)
 		return -errno;
@@ -69,7 +70,7 @@ static int host_rereserve(uintptr_t addr, uint64_t size)
 	return p == MAP_FAILED ? -errno : 0;
 }
 
-static int host_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
+static int host_map(struct vmm *v UNUSED, unsigned dev UNUSED, uintptr_t addr, uint64_t size,
 		    int fd, int readonly, uintptr_t *handle)
 {
 	struct stat st;
@@ -97,23 +98,23 @@ static int host_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
 	return 0;
 }
 
-static int host_unmap(struct vmm *v, unsigned dev, uintptr_t addr,
-		      uint64_t size, uintptr_t handle)
+static int host_unmap(struct vmm *v UNUSED, unsigned dev UNUSED, uintptr_t addr,
+		      uint64_t size, uintptr_t handle UNUSED)
 {
 	return host_rereserve(addr, size);
 }
 
-static int host_sync(struct vmm *v, unsigned dev)
+static int host_sync(struct vmm *v UNUSED, unsigned dev UNUSED)
 {
 	return 0;
 }
 
-static int host_register(struct vmm *v, void *host, size_t len)
+static int host_register(struct vmm *v UNUSED, void *host UNUSED, size_t len UNUSED)
 {
 	return 0;
 }
 
-static int host_copy(struct vmm *v, unsigned dev, int to_host,
+static int host_copy(struct vmm *v UNUSED, unsigned dev UNUSED, int to_host,
 		     const struct vmm_span *spans, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -128,7 +129,7 @@ static int host_copy(struct vmm *v, unsigned dev, int to_host,
 }
 
 /* The host's devices are the daemon's, numbered the same everywhere. */
-static int host_local_device(struct vmm *v, unsigned dev)
+static int host_local_device(struct vmm *v UNUSED, unsigned dev)
 {
 	return (int)dev;
 }

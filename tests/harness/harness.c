@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "attr.h"
 
 #include "clock.h"
 
@@ -295,8 +296,8 @@ int harness_count_fds(pid_t pid)
 
 /* ---- the daemon ---------------------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *st, int type,
-		    struct FTW *ftw)
+static int rm_entry(const char *path, const struct stat *st UNUSED, int type UNUSED,
+		    struct FTW *ftw UNUSED)
 {
 	/* Best effort: a file that cannot go is no reason to keep going
 	 * through the rest. */

@@ -946,6 +946,34 @@ TEST(save_refuses_a_partial_mapping)
 	fake_stop(&f);
 }
 
+/* A PAUSE that asks to save is what vramd sent before its SAVE round: it
+ * would save without SAVE's whole-pool check, so it is refused and nothing
+ * is unmapped. */
+TEST(pause_that_asks_to_save_is_refused)
+{
+	struct fake f;
+	void *a;
+
+	fake_init(&f);
+	fake_start(&f);
+	vram_client *c = fake_connect(&f);
+	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	ASSERT_OK(vram_alloc(p, 4 * MiB, &a));
+	memset(a, 7, 4 * MiB);
+	uint64_t id = fake_pool_id(&f, "w");
+
+	fake_send_event(&f, 0, VRAM__EVENT_KIND__EVENT_PAUSE, 97, id, true,
+			NULL, NULL, 0, 0);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 97);
+	ASSERT_EQ(f.last_ack_err, EPROTO);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_ACTIVE);
+	ASSERT(chunk_mapped((uintptr_t)a));
+	ASSERT_EQ(((unsigned char *)a)[12345], 7);
+	vram_client_close(c);
+	fake_stop(&f);
+}
+
 TEST(a_malformed_frame_ends_the_connection)
 {
 	struct fake f;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "copy.h"
+#include "attr.h"
 #include "error.h"
 #include "test.h"
 
@@ -42,7 +43,7 @@ static int rec_stream_create(void *drv, void **stream)
 	return 0;
 }
 
-static int rec_memcpy_async(void *drv, int to_host, uintptr_t dev, void *host,
+static int rec_memcpy_async(void *drv, int to_host UNUSED, uintptr_t dev, void *host UNUSED,
 			    size_t len, void *stream)
 {
 	struct rec *r = drv;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "attr.h"
 #include "pool.h"
 #include "test.h"
 
@@ -42,7 +43,7 @@ static int fake_create(struct backend *b, unsigned dev, struct chunk *c)
 	return 0;
 }
 
-static void fake_release(struct backend *b, unsigned dev, struct chunk *c)
+static void fake_release(struct backend *b UNUSED, unsigned dev UNUSED, struct chunk *c)
 {
 	close(c->fd);
 	live--;
