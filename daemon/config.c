@@ -26,7 +26,8 @@ void config_defaults(struct config *cfg)
 	cfg->socket_mode = 0660;
 }
 
-int config_parse_size(const char *s, uint64_t *out)
+/* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
+static int config_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 	errno = 0;

@@ -31,8 +31,6 @@ int config_load(struct config *cfg, const char *path);
  * value is bad. */
 int config_set(struct config *cfg, const char *key, const char *value);
 
-/* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
-int config_parse_size(const char *s, uint64_t *out);
 
 void config_backend(const struct config *cfg, struct backend_config *out);
 

@@ -108,7 +108,10 @@ void session_close(struct session *s, const char *why)
 	uv_close((uv_handle_t *)&s->poll, session_on_closed);
 }
 
-void session_close_later(struct session *s, const char *why)
+/* Marks the session broken and tells its owner (on_broken) to close it
+ * soon: for paths (sending an event) whose callers hold pointers that a
+ * close would free. */
+static void session_close_later(struct session *s, const char *why)
 {
 	if (s->closing || s->broken)
 		return;

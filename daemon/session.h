@@ -53,11 +53,6 @@ int session_open(uv_loop_t *loop, int fd, uint64_t id, uv_poll_cb on_poll,
  * Safe to call more than once. The owner first undoes what it held. */
 void session_close(struct session *s, const char *why);
 
-/* Marks the session broken and tells its owner (on_broken) to close it
- * soon: for paths (sending an event) whose callers hold pointers that a
- * close would free. */
-void session_close_later(struct session *s, const char *why);
-
 /* Keeps s allocated across a wait (a closed session is then freed by
  * the last session_unhold). */
 void session_hold(struct session *s);

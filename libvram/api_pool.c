@@ -33,6 +33,31 @@ static int check_name(const char *what, const char *s, size_t max,
 	return 0;
 }
 
+/* Tells the daemon, without waiting for its answer, that this client no
+ * longer maps pool id (a close) or that the pool it just made must go (a
+ * drop): the undo of a create or open that failed here, and a close. */
+static void post_close(struct vram_client *c, uint64_t id)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolClose pc = VRAM__POOL_CLOSE__INIT;
+
+	pc.pool_id = id;
+	req.body_case = VRAM__REQUEST__BODY_POOL_CLOSE;
+	req.pool_close = &pc;
+	call_post(c, &req);
+}
+
+static void post_drop(struct vram_client *c, const char *name)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolDrop pd = VRAM__POOL_DROP__INIT;
+
+	pd.name = (char *)name;
+	req.body_case = VRAM__REQUEST__BODY_POOL_DROP;
+	req.pool_drop = &pd;
+	call_post(c, &req);
+}
+
 int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 		     vram_pool **out)
 {
@@ -126,12 +151,7 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 		pool_unlink(p);
 		if (call.remote_ok && !c->closing) {
 			/* The daemon made it but we cannot use it: undo. */
-			Vram__Request dr = VRAM__REQUEST__INIT;
-			Vram__PoolDrop pd = VRAM__POOL_DROP__INIT;
-			pd.name = (char *)opts->name;
-			dr.body_case = VRAM__REQUEST__BODY_POOL_DROP;
-			dr.pool_drop = &pd;
-			call_post(c, &dr);
+			post_drop(c, opts->name);
 		}
 		pool_free(p);
 	} else {
@@ -204,12 +224,7 @@ int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 		 * failure was that this client maps it already. */
 		if (call.remote_ok && !c->closing &&
 		    (was_linked || r != -EALREADY)) {
-			Vram__Request cr = VRAM__REQUEST__INIT;
-			Vram__PoolClose pcl = VRAM__POOL_CLOSE__INIT;
-			pcl.pool_id = p->id;
-			cr.body_case = VRAM__REQUEST__BODY_POOL_CLOSE;
-			cr.pool_close = &pcl;
-			call_post(c, &cr);
+			post_close(c, p->id);
 		}
 		pool_free(p);
 	} else {
@@ -242,14 +257,8 @@ void vram_pool_close(vram_pool *p)
 		/* Events for it from now on find no pool and are acked as
 		 * done. The daemon's answer is not waited for: closing never
 		 * blocks on the daemon. */
-		if (!p->dropped && !c->broken) {
-			Vram__Request req = VRAM__REQUEST__INIT;
-			Vram__PoolClose pc = VRAM__POOL_CLOSE__INIT;
-			pc.pool_id = p->id;
-			req.body_case = VRAM__REQUEST__BODY_POOL_CLOSE;
-			req.pool_close = &pc;
-			call_post(c, &req);
-		}
+		if (!p->dropped && !c->broken)
+			post_close(c, p->id);
 	}
 	log_write(VRAM_LOG_DEBUG, "closed pool %s", p->name);
 	pool_free(p);

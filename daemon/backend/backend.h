@@ -76,7 +76,6 @@ struct backend {
 	unsigned n_devices;
 	struct backend_device devices[BACKEND_MAX_DEVICES];
 	uint64_t used_bytes; /* bytes in chunks the daemon holds */
-	void *priv;
 };
 
 struct backend_config {

@@ -463,7 +463,6 @@ int backend_cuda_open(const struct backend_config *cfg UNUSED, struct backend **
 			 strerror(-r));
 	}
 	cb->base.ops = &cuda_ops;
-	cb->base.priv = cb;
 	cb->base.n_devices = (unsigned)count;
 	for (unsigned i = 0; i < cb->base.n_devices; i++) {
 		r = cuda_device_init(cb, i);

@@ -67,7 +67,6 @@ struct hip_dev {
 struct hip_backend {
 	struct backend base;
 	struct hip_api api;
-	int version;
 	int keep_handle;
 	unsigned release_wait_ms; /* 0: no check */
 	uint64_t release_misses;
@@ -576,7 +575,6 @@ int backend_hip_open_with(const struct backend_config *cfg UNUSED,
 		count = BACKEND_MAX_DEVICES;
 	}
 	hb->api.hipDriverGetVersion(&driver);
-	hb->version = version;
 	hb->keep_handle = (int)hip_setting("VRAM_HIP_KEEP_HANDLE", 1, 1);
 	hb->release_wait_ms =
 		hip_setting("VRAM_HIP_RELEASE_WAIT_MS", RELEASE_WAIT_DEFAULT_MS,
@@ -591,7 +589,6 @@ int backend_hip_open_with(const struct backend_config *cfg UNUSED,
 		 hb->keep_handle ? "kept until release" :
 				   "released after export");
 	hb->base.ops = &hip_ops;
-	hb->base.priv = hb;
 	hb->base.n_devices = (unsigned)count;
 	for (unsigned i = 0; i < hb->base.n_devices; i++) {
 		r = hip_device_init(hb, i);

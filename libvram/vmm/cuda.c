@@ -586,7 +586,6 @@ int vmm_cuda_open(struct vmm **out)
 	vmm_copy_init(&vc->copy, &vc_copy_ops, vc, "VRAM_CUDA_COPY_STREAMS",
 		      "VRAM_CUDA_COPY_PIECE_MB");
 	vc->base.ops = &cuda_vmm_ops;
-	vc->base.priv = vc;
 	*out = &vc->base;
 	return 0;
 }

@@ -1022,7 +1022,6 @@ int vmm_hip_open_with(const struct hip_api *api, struct vmm **out)
 	vmm_copy_init(&vh->copy, &vh_copy_ops, vh, "VRAM_HIP_COPY_STREAMS",
 		      "VRAM_HIP_COPY_PIECE_MB");
 	vh->base.ops = &hip_vmm_ops;
-	vh->base.priv = vh;
 	*out = &vh->base;
 	return 0;
 }

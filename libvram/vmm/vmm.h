@@ -69,7 +69,6 @@ struct vmm_ops {
 
 struct vmm {
 	const struct vmm_ops *ops;
-	void *priv;
 	/* The daemon's devices by its index, as its hello reply names them:
 	 * a GPU half finds its own device by UUID ("" : by index), since this
 	 * process may see the devices in another order or a subset of them

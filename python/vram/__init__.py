@@ -244,7 +244,28 @@ def _pool_info(pi):
     )
 
 
-class Client:
+class _Handle:
+    """What a Client and a Pool share: a libvram handle in self._h, closed
+    by close(), by a with block, or when the object is collected (never
+    while the interpreter exits: libvram's exit handler closes then)."""
+
+    _h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            if self._h is not None and not _lib.exiting():
+                self.close()
+        except Exception:
+            pass
+
+
+class Client(_Handle):
     """One connection to vramd (vram_connect).
 
     socket: the daemon's socket (None: $VRAM_SOCKET, else
@@ -293,19 +314,6 @@ class Client:
         for p in pools:
             p._forget()
         self._close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if self._h is not None and not _lib.exiting():
-                self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         state = "closed" if self.closed else f"backend={self.backend}"
@@ -557,7 +565,7 @@ def _libc_free(ptr):
     libc.free(ctypes.cast(ptr, c_void_p))
 
 
-class Pool:
+class Pool(_Handle):
     """A pool mapped in this process (from Client.create_pool or
     open_pool). Its base address stays the same across pauses and resumes.
     Pointers from alloc() are ints: device pointers on a GPU backend, host
@@ -597,19 +605,6 @@ class Pool:
         h, self._h = self._h, None
         if h is not None:
             self._close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            if self._h is not None and not _lib.exiting():
-                self.close()
-        except Exception:
-            pass
 
     def __repr__(self):
         if self.closed:
