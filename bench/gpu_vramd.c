@@ -270,6 +270,11 @@ int main(int argc, char **argv)
 	}
 	vram_client_close(client);
 	r = harness_daemon_stop(&d);
+	/* The daemon's own timing of each pause and resume (where the time
+	 * went: mappers, chunks, the device), when asked. */
+	const char *show = getenv("BENCH_DAEMON_LOG");
+	if (r == 0 && show && strcmp(show, "1") == 0)
+		printf("---- vramd's log ----\n%s", harness_daemon_log(&d));
 	if (bench_csv)
 		fclose(bench_csv);
 	if (r != 0) {

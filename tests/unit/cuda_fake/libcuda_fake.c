@@ -258,7 +258,7 @@ static uint64_t device_used(void)
 	static struct seen s;
 	DIR *proc = opendir("/proc");
 	struct dirent *e;
-	char path[512], target[512], line[1024];
+	char path[600], target[512], line[1024];
 
 	s.n = 0;
 	s.bytes = 0;
@@ -350,7 +350,7 @@ static int inode_held_elsewhere(unsigned long inode, int self_fd)
 {
 	DIR *proc = opendir("/proc");
 	struct dirent *e;
-	char path[512], line[1024], self[32];
+	char path[600], line[1024], self[32];
 	int held = 0;
 
 	if (!proc)
