@@ -121,11 +121,13 @@ int cudaFree(void *ptr)
 
 int cudaMallocAsync(void **ptr, size_t size, void *stream)
 {
+	(void)stream; /* one stream: the fake runs nothing */
 	return cudaMalloc(ptr, size);
 }
 
 int cudaFreeAsync(void *ptr, void *stream)
 {
+	(void)stream; /* one stream: the fake runs nothing */
 	return ptr ? cudaFree(ptr) : INVALID_VALUE;
 }
 
@@ -145,6 +147,7 @@ int cudaSetDevice(int dev)
 
 int cudaStreamIsCapturing(void *stream, int *status)
 {
+	(void)stream; /* one stream: the fake runs nothing */
 	pthread_mutex_lock(&lock);
 	*status = capturing;
 	pthread_mutex_unlock(&lock);
@@ -161,6 +164,7 @@ int cudaDeviceSynchronize(void)
 
 int cudaStreamSynchronize(void *stream)
 {
+	(void)stream; /* one stream: the fake runs nothing */
 	pthread_mutex_lock(&lock);
 	counts.stream_syncs++;
 	pthread_mutex_unlock(&lock);
