@@ -282,3 +282,13 @@ install-preload: $(PRELOAD)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
 	install -m 755 $(PRELOAD) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 libvram/preload/vram_preload.h $(DESTDIR)$(PREFIX)/include/
+
+# ---- container images (etc/container/; docs/kubernetes.md) -----------------
+# Builds vramd's image and a client image from the project's .debs
+# (dpkg-buildpackage -us -uc -b puts them in CONTAINER_DEBS) and tries them.
+# Not part of `make test`: it needs podman (or buildah, docker) and minutes.
+CONTAINER_DEBS ?= ..
+CONTAINER_TOOL ?= podman
+.PHONY: container
+container:
+	etc/container/build-image.sh -d $(CONTAINER_DEBS) -t $(CONTAINER_TOOL)
