@@ -58,7 +58,9 @@ build_opts=
 run_opts=
 case $tool in
 podman* | buildah*)
-	build_opts="--isolation ${VRAM_CONTAINER_ISOLATION:-chroot}"
+	# Docker's image format: the OCI one has no HEALTHCHECK, and podman
+	# would drop it.
+	build_opts="--format docker --isolation ${VRAM_CONTAINER_ISOLATION:-chroot}"
 	# The containers' fd limit is the caller's, and 4096 processes: podman
 	# would raise them, which a caller without CAP_SYS_RESOURCE cannot.
 	run_opts="--ulimit nofile=$(ulimit -Hn):$(ulimit -Hn) --ulimit nproc=4096:4096"
@@ -113,6 +115,9 @@ until [ -S "$run/vramd.sock" ]; do
 	[ $i -lt 100 ] || { $tool logs "$name" >&2; die "vramd did not make its socket"; }
 	sleep 0.1
 done
+case $tool in
+podman*) $tool healthcheck run "$name" || die "the image's HEALTHCHECK fails" ;;
+esac
 # shellcheck disable=SC2086
 $tool run --rm $run_opts --read-only --cap-drop=all -v "$run:/run/vramd:ro" "$tag-client" \
 	vramctl status
