@@ -219,3 +219,35 @@ sys.exit(1)
     assert all(x["pools"] == 1 for x in rep["nodes"]), rep
     for n in nodes:
         assert n.states()["kv_cache"] == vram.State.ACTIVE
+
+
+def test_a_node_that_fails_part_way_is_put_back_as_far_as_it_goes():
+    """On node1 the tag selects two pools: one answered, one whose owner
+    never acknowledges. The pause fails there part way (one pool paused);
+    the rollback resumes that pool and the other nodes, cannot resume the
+    one still PAUSING (EBUSY), and says the job is half paused (exit 3)."""
+    made = []
+    silent = None
+    try:
+        made = [Node(0), Node(1), Node(2)]
+        silent = vram.connect(made[1].daemon.socket, name="silent")
+        stuck = silent.create_pool("node1.kv.silent", tag="kv_cache", reserve_bytes=16 * MiB)
+        stuck.alloc(MiB)
+        rc, rep = fleet(made, "pause", "--tag", "kv_cache", "--timeout", "300")
+        assert rc == 3, rep
+        assert rep["failed"] == ["node1"], rep
+        assert rep["nodes"][1]["pools"] == 1 and "ETIMEDOUT" in rep["nodes"][1]["reason"]
+        assert sorted(rep["rolled_back"]) == ["node0", "node2"]
+        assert rep["rollback_failed"] == ["node1"]
+        assert "EBUSY" in rep["nodes"][1]["rollback"]["reason"], rep["nodes"][1]
+        with vram.connect(made[1].daemon.socket, name="check") as c:
+            states = {p.name: p.state for p in c.list_pools()}
+        assert states["node1.kv"] == vram.State.ACTIVE
+        assert states["node1.kv.silent"] == vram.State.PAUSING
+        for n in (made[0], made[2]):
+            assert n.states()["kv_cache"] == vram.State.ACTIVE
+    finally:
+        if silent is not None:
+            silent.close()
+        for n in made:
+            n.close()
