@@ -450,3 +450,13 @@ bench-compare: all
 
 bench-compare-selftest: all
 	$(Q)$(TEST_ENV) python3 bench/compare_selftest.py
+
+# ---- container images (etc/container/; docs/kubernetes.md) -----------------
+# Builds vramd's image and a client image from the project's .debs
+# (dpkg-buildpackage -us -uc -b puts them in CONTAINER_DEBS) and tries them.
+# Not part of `make test`: it needs podman (or buildah, docker) and minutes.
+CONTAINER_DEBS ?= ..
+CONTAINER_TOOL ?= podman
+.PHONY: container
+container:
+	etc/container/build-image.sh -d $(CONTAINER_DEBS) -t $(CONTAINER_TOOL)
