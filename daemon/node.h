@@ -32,6 +32,8 @@ struct node_selector {
 	const char *name;   /* NULL or "": any */
 	const char *tag;    /* NULL or "": any */
 	uint32_t owner_pid; /* 0: any */
+	const char *owner;  /* NULL or "": any; "/...": a cgroup, else an
+			     * instance name */
 	bool all;	    /* the caller asked for every pool */
 };
 

@@ -7,10 +7,13 @@
 #include "vramctl.h"
 
 static const char ls_help[] =
-	"Usage: vramctl ls [--tag TAG] [--owner PID] [--json]\n"
+	"Usage: vramctl ls [--tag TAG] [--owner PID|INSTANCE|/CGROUP] [--json]\n"
 	"\n"
-	"Lists the pools on the node, one row each: NAME, OWNER (pid/name),\n"
-	"TAG, DEV, STATE, BYTES, POLICY, MAPPERS. With --tag or --owner only\n"
+	"Lists the pools on the node, one row each: NAME, OWNER\n"
+	"(pid/name@instance), TAG, DEV, STATE, BYTES, POLICY, MAPPERS.\n"
+	"--owner takes the owner's pid, its instance name (VRAM_INSTANCE in its\n"
+	"environment) or a cgroup path (that cgroup or one below it).\n"
+	"With --tag or --owner only\n"
 	"the pools that match (both, when both are given); then exit status 4\n"
 	"says that none did. --json prints an array of pool objects with every\n"
 	"field, mappers included.\n";
@@ -60,6 +63,8 @@ void pool_json(struct json *j, const struct vram_pool_info *p)
 	json_kv_uint(j, "owner_pid", p->owner_pid);
 	json_kv_uint(j, "owner_uid", p->owner_uid);
 	json_kv_string(j, "owner_name", p->owner_name);
+	json_kv_string(j, "owner_instance", p->owner_instance);
+	json_kv_string(j, "owner_cgroup", p->owner_cgroup);
 	json_kv_bool(j, "orphaned", p->owner_pid == 0);
 	json_kv_uint(j, "flags", p->flags);
 	json_kv_bool(j, "persistent", (p->flags & VRAM_POOL_PERSIST) != 0);
@@ -79,17 +84,22 @@ void pool_json(struct json *j, const struct vram_pool_info *p)
 	json_object_end(j);
 }
 
-/* "1234/engine", or "-" for an orphaned persistent pool. */
+/* "1234/engine", "1234/engine@pod-a" when the owner named its instance,
+ * or "-" for an orphaned persistent pool. */
 static const char *pool_owner_text(const struct vram_pool_info *p, char *buf,
 				   size_t size)
 {
+	int o;
+
 	if (p->owner_pid == 0)
-		snprintf(buf, size, "-");
+		o = snprintf(buf, size, "-");
 	else if (p->owner_name[0])
-		snprintf(buf, size, "%" PRIu32 "/%s", p->owner_pid,
-			 p->owner_name);
+		o = snprintf(buf, size, "%" PRIu32 "/%s", p->owner_pid,
+			     p->owner_name);
 	else
-		snprintf(buf, size, "%" PRIu32, p->owner_pid);
+		o = snprintf(buf, size, "%" PRIu32, p->owner_pid);
+	if (p->owner_pid && p->owner_instance[0] && o > 0 && (size_t)o < size)
+		snprintf(buf + o, size - (size_t)o, "@%s", p->owner_instance);
 	return buf;
 }
 
@@ -170,7 +180,7 @@ int cmd_ls(struct ctl *ctl, int argc, char **argv)
 			   CTL_OPERAND_NONE, NULL);
 	if (r != CTL_GO_ON)
 		return r;
-	filtered = sel.tag || sel.owner_pid;
+	filtered = sel.tag || sel.owner_pid || sel.owner;
 
 	r = ctl_connect(ctl);
 	if (r)
@@ -217,6 +227,10 @@ static int show_print_text(const struct vram_pool_info *p)
 		printf("owner     pid %" PRIu32 " (%s), uid %" PRIu32 "\n",
 		       p->owner_pid, fmt_safe(p->owner_name, a, sizeof(a)),
 		       p->owner_uid);
+	if (p->owner_pid && p->owner_instance[0])
+		printf("instance  %s\n", fmt_safe(p->owner_instance, a, sizeof(a)));
+	if (p->owner_pid && p->owner_cgroup[0])
+		printf("cgroup    %s\n", fmt_safe(p->owner_cgroup, a, sizeof(a)));
 	else
 		printf("owner     none (orphaned; uid %" PRIu32
 		       " may re-open it)\n",
