@@ -214,6 +214,8 @@ int cmd_top(struct ctl *ctl, int argc, char **argv)
 			   NULL);
 	if (r != CTL_GO_ON)
 		return r;
+	if (ctl->json)
+		return ctl_usage_error(ctl, "top shows text, not --json");
 	r = ctl_connect(ctl);
 	if (r)
 		return r;

@@ -160,10 +160,11 @@ def test_ls_and_status_watch_under_a_pty(daemon):
 
 
 def test_watch_refuses_json(daemon):
-    r = subprocess.run(
-        [_ctl(), "--socket", daemon.socket, "ls", "--watch", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 2 and "--watch" in r.stderr
+    for args, word in ((("ls", "--watch"), "--watch"), (("status", "--watch"), "--watch"), (("top",), "top")):
+        r = subprocess.run(
+            [_ctl(), "--socket", daemon.socket, *args, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 2 and word in r.stderr, r.stderr
