@@ -19,12 +19,13 @@ DESTDIR ?=
 CC ?= cc
 SANITIZE ?=
 
-PKGS := libuv libprotobuf-c libsystemd
+PKGS := libuv libprotobuf-c libsystemd libmicrohttpd
 # What make and make test need. Not libamdhip64-dev (~190 MiB with
 # libllvm15): only tests/unit/daemon_hip_abi_test.c reads its headers, and
 # it skips without them (`make deps-hip` installs them).
 DEB_PKGS := gcc make pkg-config libuv1-dev libprotobuf-c-dev \
-	protobuf-c-compiler libsystemd-dev python3 python3-pytest bash-completion
+	protobuf-c-compiler libsystemd-dev libmicrohttpd-dev python3 python3-pytest \
+	bash-completion
 DEB_PKGS_HIP := libamdhip64-dev
 # What make test-deb needs on top: the packaging tools, and for
 # docs/python.md's venv line (a case of make test, skipped without them)
@@ -41,7 +42,7 @@ msg = @printf '  %-8s %s\n' $(1) $(2);
 endif
 
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS_DAEMON = $(shell pkg-config --libs libuv libprotobuf-c libsystemd 2>/dev/null)
+PKG_LIBS_DAEMON = $(shell pkg-config --libs libuv libprotobuf-c libsystemd libmicrohttpd 2>/dev/null)
 PKG_LIBS_CLIENT = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)
 
 WARN := -Wall -Wextra -Werror -Wmissing-prototypes -Wvla -Wshadow

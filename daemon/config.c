@@ -24,6 +24,9 @@ void config_defaults(struct config *cfg)
 	cfg->max_pools = 1024;
 	cfg->max_chunks = 240;
 	cfg->socket_mode = 0660;
+	cfg->metrics.textfile_interval_ms = 15000;
+	cfg->metrics.audit_interval_ms = 15000;
+	cfg->metrics.max_tags = 32;
 }
 
 /* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
@@ -115,6 +118,31 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return parse_uint(value, 1, 1 << 20, &cfg->max_pools);
 	if (strcmp(key, "max_chunks") == 0)
 		return parse_uint(value, 1, WIRE_MAX_FDS - 10, &cfg->max_chunks);
+	if (strcmp(key, "metrics_listen") == 0) {
+		if (strlen(value) >= sizeof(cfg->metrics.listen))
+			return -EINVAL;
+		snprintf(cfg->metrics.listen, sizeof(cfg->metrics.listen), "%s", value);
+		return 0;
+	}
+	if (strcmp(key, "metrics_textfile") == 0) {
+		if (strlen(value) >= sizeof(cfg->metrics.textfile))
+			return -EINVAL;
+		snprintf(cfg->metrics.textfile, sizeof(cfg->metrics.textfile), "%s",
+			 value);
+		return 0;
+	}
+	if (strcmp(key, "metrics_textfile_interval_ms") == 0)
+		return parse_uint(value, 100, 3600 * 1000,
+				  &cfg->metrics.textfile_interval_ms);
+	if (strcmp(key, "metrics_audit_interval_ms") == 0) {
+		r = parse_uint(value, 0, 3600 * 1000, &cfg->metrics.audit_interval_ms);
+		if (r == 0 && cfg->metrics.audit_interval_ms &&
+		    cfg->metrics.audit_interval_ms < 100)
+			return -EINVAL; /* a driver call more than 10 times a second */
+		return r;
+	}
+	if (strcmp(key, "metrics_max_tags") == 0)
+		return parse_uint(value, 1, 64, &cfg->metrics.max_tags);
 	if (strcmp(key, "socket_mode") == 0) {
 		char *end;
 		unsigned long m = strtoul(value, &end, 8);

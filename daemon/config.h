@@ -6,6 +6,15 @@
 
 #include "backend.h"
 
+/* The metrics_* keys (docs/metrics.md), for metrics_create. */
+struct metrics_config {
+	char listen[64];		/* HOST:PORT, empty: no HTTP */
+	char textfile[256];		/* empty: no textfile */
+	unsigned textfile_interval_ms;
+	unsigned audit_interval_ms;	/* 0: no audit */
+	unsigned max_tags;
+};
+
 struct config {
 	char socket[108];
 	char backend[16];
@@ -19,6 +28,7 @@ struct config {
 	unsigned max_pools;
 	unsigned max_chunks; /* per pool, at most WIRE_MAX_FDS - 10 */
 	unsigned socket_mode;
+	struct metrics_config metrics;
 };
 
 void config_defaults(struct config *cfg);

@@ -129,6 +129,8 @@ int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
 	info->owner_pid = p->owner ? p->owner_id.pid : 0;
 	info->owner_uid = p->owner_id.uid;
 	info->owner_name = p->owner_id.name;
+	info->owner_instance = p->owner_id.instance;
+	info->owner_cgroup = p->owner_id.cgroup;
 	info->flags = p->flags;
 	info->backup_bytes = p->backup_valid ? p->bytes : 0;
 	info->n_mappers = n;

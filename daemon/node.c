@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "peer.h"
 #include "session.h"
 #include "transition.h"
 
@@ -97,6 +98,14 @@ static bool node_selects(const struct node_selector *sel,
 	}
 	if (sel->owner_pid) {
 		if (!p->owner || sel->owner_pid != p->owner_id.pid)
+			return false;
+		any = true;
+	}
+	if (field_set(sel->owner)) {
+		bool cg = sel->owner[0] == '/';
+		if (!p->owner ||
+		    (cg ? !peer_in_cgroup(&p->owner_id, sel->owner)
+			: strcmp(sel->owner, p->owner_id.instance) != 0))
 			return false;
 		any = true;
 	}

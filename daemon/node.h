@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "pool.h"
 
+struct metrics;
 struct session;
 struct transition;
 
@@ -23,6 +24,7 @@ struct node {
 	unsigned n_pools, cap_pools;
 	struct transition *transitions; /* in flight, transition.c's list */
 	uint64_t next_pool_id, next_event_id;
+	struct metrics *metrics; /* counts transitions; set by the server */
 };
 
 /* Which pools a request names: each field set narrows the choice. */
@@ -30,6 +32,8 @@ struct node_selector {
 	const char *name;   /* NULL or "": any */
 	const char *tag;    /* NULL or "": any */
 	uint32_t owner_pid; /* 0: any */
+	const char *owner;  /* NULL or "": any; "/...": a cgroup, else an
+			     * instance name */
 	bool all;	    /* the caller asked for every pool */
 };
 

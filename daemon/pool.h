@@ -70,8 +70,10 @@ struct session;
 struct transition_item;
 
 struct identity {
-	uint32_t pid, uid, gid;
+	uint32_t pid, uid, gid; /* SO_PEERCRED's; pid 0: outside our namespace */
 	char name[64];
+	char instance[64];	/* the client's own word (hello), "" if none */
+	char cgroup[256];	/* the kernel's (peer.c), "" if unknown */
 };
 
 struct mapper {

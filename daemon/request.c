@@ -53,8 +53,19 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 				    sizeof(s->who.name));
 		return;
 	}
+	if (h->instance && (!name_ok(h->instance, sizeof(s->who.instance)) ||
+			    h->instance[0] == '/')) {
+		session_reply_error(s, id, EINVAL,
+				    "instance name must be printable, under %zu "
+				    "bytes and not start with '/'",
+				    sizeof(s->who.instance));
+		return;
+	}
 	if (h->name && h->name[0])
 		snprintf(s->who.name, sizeof(s->who.name), "%s", h->name);
+	if (h->instance && h->instance[0])
+		snprintf(s->who.instance, sizeof(s->who.instance), "%s",
+			 h->instance);
 	s->hello_done = true;
 	hr.n_devices = device_infos_fill(srv->node.backend, dev, devp);
 	hr.version = WIRE_PROTOCOL_VERSION;
@@ -336,6 +347,7 @@ static struct node_selector selector_from_wire(const Vram__Selector *sel)
 		ns.name = sel->name;
 		ns.tag = sel->tag;
 		ns.owner_pid = sel->owner_pid;
+		ns.owner = sel->owner;
 		ns.all = sel->all;
 	}
 	return ns;

@@ -258,6 +258,7 @@ static void server_on_accept(uv_poll_t *h, int status UNUSED, int events UNUSED)
 		if (srv->n_sessions >= srv->cfg.max_sessions || srv->stopping) {
 			log_warn("refusing a connection: %u sessions is the limit",
 				 srv->cfg.max_sessions);
+			metrics_session_refused(&srv->metrics, true);
 			close(fd);
 			continue;
 		}
@@ -267,8 +268,10 @@ static void server_on_accept(uv_poll_t *h, int status UNUSED, int events UNUSED)
 				     srv, &s);
 		if (r < 0) {
 			log_warn("cannot open a session: %s", strerror(-r));
+			metrics_session_refused(&srv->metrics, false);
 			continue;
 		}
+		metrics_session_opened(&srv->metrics);
 		s->next = srv->sessions;
 		if (srv->sessions)
 			srv->sessions->prev = s;
@@ -357,6 +360,15 @@ static void server_on_watchdog(uv_timer_t *h UNUSED)
 	notify_watchdog();
 }
 
+/* What the metrics take from the server at each render. */
+static void server_gauges(void *arg, struct metrics_gauges *g)
+{
+	struct server *srv = arg;
+	g->version = VRAMD_VERSION;
+	g->sessions = srv->n_sessions;
+	g->sessions_max = srv->cfg.max_sessions;
+}
+
 int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 {
 	struct backend_config bcfg;
@@ -375,6 +387,18 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		return r;
 	}
 	node_init(&srv->node, loop, b);
+	r = metrics_create(&srv->metrics, loop, &srv->node, &srv->cfg.metrics,
+			   server_gauges, srv);
+	if (r < 0) {
+		metrics_stop(&srv->metrics);
+		uv_run(loop, UV_RUN_NOWAIT); /* the timers' close callbacks */
+		metrics_destroy(&srv->metrics);
+		node_fini(&srv->node);
+		backend_destroy(b);
+		srv->node.backend = NULL;
+		return r;
+	}
+	srv->node.metrics = &srv->metrics;
 	srv->listen_fd = notify_listen_fd();
 	if (srv->listen_fd >= 0) {
 		fcntl(srv->listen_fd, F_SETFL, fcntl(srv->listen_fd, F_GETFL) | O_NONBLOCK);
@@ -385,6 +409,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		if (srv->listen_fd < 0) {
 			r = srv->listen_fd;
 			log_err("cannot listen on %s: %s", cfg->socket, strerror(-r));
+			metrics_stop(&srv->metrics);
+			uv_run(loop, UV_RUN_NOWAIT);
+			metrics_destroy(&srv->metrics);
 			node_fini(&srv->node);
 			backend_destroy(b);
 			srv->node.backend = NULL;
@@ -442,6 +469,7 @@ int server_run(struct server *srv)
 	signal(SIGINT, SIG_IGN);
 	uv_close((uv_handle_t *)&srv->watchdog, NULL);
 	uv_close((uv_handle_t *)&srv->status_timer, NULL);
+	metrics_stop(&srv->metrics);
 	/* Runs the close callbacks (sessions, transitions' timers). */
 	uv_run(srv->loop, UV_RUN_DEFAULT);
 	return 0;
@@ -454,6 +482,7 @@ void server_fini(struct server *srv)
 		if (srv->listen_fd_ours)
 			unlink(srv->cfg.socket);
 	}
+	metrics_destroy(&srv->metrics);
 	node_fini(&srv->node);
 	backend_destroy(srv->node.backend);
 	srv->node.backend = NULL;

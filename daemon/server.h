@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "metrics.h"
 #include "node.h"
 
 #define VRAMD_VERSION "0.2.0"
@@ -21,6 +22,7 @@ struct server {
 	uv_loop_t *loop;
 	struct config cfg;
 	struct node node; /* the pools, on the backend node.backend */
+	struct metrics metrics;
 
 	int listen_fd;
 	bool listen_fd_ours; /* false when systemd passed it */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "peer.h"
 
 /* A client that stops reading must not make the daemon hoard memory. */
 #define SESSION_MAX_QUEUED (64u << 20)
@@ -37,12 +38,11 @@ int session_open(uv_loop_t *loop, int fd, uint64_t id, uv_poll_cb on_poll,
 		 void (*on_broken)(struct session *s), void *owner,
 		 struct session **out)
 {
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
+	struct identity who;
 	struct session *s;
+	int r = peer_identify(fd, &who);
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		int r = -errno;
+	if (r < 0) {
 		close(fd);
 		return r;
 	}
@@ -56,10 +56,7 @@ int session_open(uv_loop_t *loop, int fd, uint64_t id, uv_poll_cb on_poll,
 	s->id = id;
 	s->on_poll = on_poll;
 	s->on_broken = on_broken;
-	s->who.pid = (uint32_t)cred.pid;
-	s->who.uid = cred.uid;
-	s->who.gid = cred.gid;
-	snprintf(s->who.name, sizeof(s->who.name), "pid%d", cred.pid);
+	s->who = who;
 	wire_rx_init(&s->rx);
 	wire_tx_init(&s->tx);
 	if (uv_poll_init(loop, &s->poll, fd) < 0) {

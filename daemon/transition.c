@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "message.h"
+#include "metrics.h"
 #include "node.h"
 #include "session.h"
 
@@ -27,6 +28,7 @@ static void item_done(struct transition_item *it)
 	if (it->done)
 		return;
 	it->done = true;
+	it->t_end = uv_hrtime();
 	if (it->pool && it->pool->op == it)
 		it->pool->op = NULL;
 	it->pool = NULL;
@@ -108,6 +110,8 @@ static void item_step(struct pool *p, enum pool_step step,
 			 p->state == POOL_PAUSED ? "released" : "back");
 		if (it) {
 			it->bytes = next->bytes;
+			if (p->state == POOL_PAUSED)
+				it->backup = p->backup_valid;
 			item_done(it);
 		}
 		return;
@@ -219,6 +223,34 @@ static void transition_free_cb(uv_handle_t *h)
 	free(h->data);
 }
 
+/* Counts each pool's part and, for a pause, what each device released
+ * against what it was expected to, then publishes the metrics before the
+ * answer goes out: a scrape after the answer sees them. */
+static void transition_count(struct transition *t)
+{
+	struct node *node = t->node;
+	struct backend *b = node->backend;
+	uint64_t expected[BACKEND_MAX_DEVICES] = { 0 };
+
+	for (unsigned i = 0; i < t->n_items; i++) {
+		struct transition_item *it = &t->items[i];
+		metrics_pool_done(node->metrics, t->resume, it->device, it->policy,
+				  it->err, (double)(it->t_end - it->t_begin) / 1e9,
+				  it->bytes, it->backup);
+		if (!t->resume && it->err == 0 && it->device < BACKEND_MAX_DEVICES)
+			expected[it->device] += it->bytes;
+	}
+	for (unsigned d = 0; d < b->n_devices && !t->resume; d++) {
+		uint64_t free_now = 0;
+		if (!expected[d] || backend_mem_info(b, d, &free_now, NULL) < 0)
+			continue;
+		metrics_pause_release(node->metrics, d, expected[d],
+				      t->dev_free_before[d], free_now,
+				      b->devices[d].granularity);
+	}
+	metrics_publish(node->metrics);
+}
+
 /* The answer, once the device has taken back what the request released:
  * the free memory after is then what the requester can count on. */
 static void transition_reply(struct transition *t)
@@ -232,6 +264,8 @@ static void transition_reply(struct transition *t)
 	}
 	uint64_t free_after = backend_free_bytes(node->backend);
 	uint64_t t_end = uv_hrtime();
+	if (node->metrics)
+		transition_count(t);
 	if (t->t_acked)
 		log_info("%s of %u pool(s) took %.2f ms: mappers %.2f ms, "
 			 "creating or releasing chunks %.2f ms, waiting for the "
@@ -309,6 +343,8 @@ static void transition_timeout(uv_timer_t *timer)
 						"%s%u", k ? " " : "", it->late_pids[k]);
 		log_warn("pool %s: no ack from pid(s) %s; it stays %s", p->name,
 			 pids, pool_state_name(p->state));
+		if (t->node->metrics)
+			metrics_ack_timeouts(t->node->metrics, t->resume, it->n_late);
 		item_fail(it, ETIMEDOUT,
 			  "mapper pid(s) %s did not acknowledge in time; the pool "
 			  "stays %s (pause or resume again to wait more)",
@@ -332,7 +368,9 @@ static void item_begin(struct node *node, struct transition *t,
 	}
 	it->pool = p;
 	p->op = it;
+	it->backup = t->resume && p->backup_valid;
 	uint64_t t0 = uv_hrtime();
+	it->t_begin = t0;
 	if (t->resume)
 		step = pool_resume(p, node->backend, &node->next_event_id, &next);
 	else
@@ -356,7 +394,13 @@ void transition_start(struct node *node, struct session *requester,
 	t->resume = resume;
 	t->starting = true;
 	t->t_start = uv_hrtime();
-	t->free_before = backend_free_bytes(node->backend);
+	t->free_before = 0;
+	for (unsigned d = 0; d < node->backend->n_devices; d++) {
+		uint64_t f = 0;
+		if (backend_mem_info(node->backend, d, &f, NULL) == 0)
+			t->free_before += f;
+		t->dev_free_before[d] = f;
+	}
 	uv_timer_init(node->loop, &t->timer);
 	t->timer.data = t;
 	t->next = node->transitions;
@@ -366,6 +410,9 @@ void transition_start(struct node *node, struct session *requester,
 	for (unsigned i = 0; i < n; i++) {
 		t->items[i].t = t;
 		t->items[i].pool = pools[i];
+		t->items[i].device = pools[i]->device;
+		t->items[i].policy = pools[i]->policy;
+		t->items[i].t_begin = t->t_start;
 		snprintf(t->items[i].name, sizeof(t->items[i].name), "%s",
 			 pools[i]->name);
 	}

@@ -28,6 +28,13 @@ struct transition_item {
 	bool done;
 	uint32_t late_pids[TRANSITION_MAX_LATE];
 	unsigned n_late;
+	/* For the metrics: the pool's device and policy, whether a host
+	 * backup was saved or restored, and when its part began and ended
+	 * (uv_hrtime). */
+	unsigned device;
+	enum pool_policy policy;
+	bool backup;
+	uint64_t t_begin, t_end;
 };
 
 struct transition {
@@ -41,6 +48,7 @@ struct transition {
 	uv_work_t settle; /* waits, off the loop, for the releases to land */
 	unsigned n_items, outstanding;
 	uint64_t free_before;
+	uint64_t dev_free_before[BACKEND_MAX_DEVICES]; /* for the metrics */
 	/* Where the time goes (uv_hrtime, ns), logged when it ends: from the
 	 * start to the last mapper's ack, the daemon's own creates or releases,
 	 * and the wait for the device to take the memory back. */

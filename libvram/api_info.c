@@ -52,6 +52,9 @@ static int info_convert(struct vram_pool_info *o, const Vram__PoolInfo *in)
 	o->owner_pid = in->owner_pid;
 	o->owner_uid = in->owner_uid;
 	copy_str(o->owner_name, sizeof(o->owner_name), in->owner_name);
+	copy_str(o->owner_instance, sizeof(o->owner_instance),
+		 in->owner_instance);
+	copy_str(o->owner_cgroup, sizeof(o->owner_cgroup), in->owner_cgroup);
 	o->flags = in->flags;
 	o->n_mappers = 0;
 	o->mappers = NULL;

@@ -124,6 +124,11 @@ static int client_hello(struct vram_client *c)
 
 	hello.version = WIRE_PROTOCOL_VERSION;
 	hello.name = c->name;
+	/* The instance this process says it is (a pod, a container), for
+	 * selecting its pools by name across PID namespaces. */
+	const char *instance = getenv("VRAM_INSTANCE");
+	if (instance && *instance)
+		hello.instance = (char *)instance;
 	req.body_case = VRAM__REQUEST__BODY_HELLO;
 	req.hello = &hello;
 	r = call_run(c, &req, &call, CONNECT_TIMEOUT_MS);

@@ -35,4 +35,5 @@ void message_selector_to_wire(const struct vram_selector *sel,
 	out->tag = (char *)(sel->tag ? sel->tag : "");
 	out->owner_pid = sel->owner_pid;
 	out->all = sel->all != 0;
+	out->owner = (char *)(sel->owner ? sel->owner : "");
 }

@@ -1357,7 +1357,7 @@ void   vram__server_msg__free_unpacked
   assert(message->base.descriptor == &vram__server_msg__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor vram__hello__field_descriptors[2] =
+static const ProtobufCFieldDescriptor vram__hello__field_descriptors[3] =
 {
   {
     "version",
@@ -1383,15 +1383,28 @@ static const ProtobufCFieldDescriptor vram__hello__field_descriptors[2] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "instance",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Hello, instance),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__hello__field_indices_by_name[] = {
+  2,   /* field[2] = instance */
   1,   /* field[1] = name */
   0,   /* field[0] = version */
 };
 static const ProtobufCIntRange vram__hello__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor vram__hello__descriptor =
 {
@@ -1401,7 +1414,7 @@ const ProtobufCMessageDescriptor vram__hello__descriptor =
   "Vram__Hello",
   "vram",
   sizeof(Vram__Hello),
-  2,
+  3,
   vram__hello__field_descriptors,
   vram__hello__field_indices_by_name,
   1,  vram__hello__number_ranges,
@@ -2048,7 +2061,7 @@ const ProtobufCMessageDescriptor vram__pool_drop__descriptor =
   (ProtobufCMessageInit) vram__pool_drop__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__selector__field_descriptors[4] =
+static const ProtobufCFieldDescriptor vram__selector__field_descriptors[5] =
 {
   {
     "name",
@@ -2098,17 +2111,30 @@ static const ProtobufCFieldDescriptor vram__selector__field_descriptors[4] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "owner",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Selector, owner),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__selector__field_indices_by_name[] = {
   3,   /* field[3] = all */
   0,   /* field[0] = name */
+  4,   /* field[4] = owner */
   2,   /* field[2] = owner_pid */
   1,   /* field[1] = tag */
 };
 static const ProtobufCIntRange vram__selector__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor vram__selector__descriptor =
 {
@@ -2118,7 +2144,7 @@ const ProtobufCMessageDescriptor vram__selector__descriptor =
   "Vram__Selector",
   "vram",
   sizeof(Vram__Selector),
-  4,
+  5,
   vram__selector__field_descriptors,
   vram__selector__field_indices_by_name,
   1,  vram__selector__number_ranges,
@@ -2433,7 +2459,7 @@ const ProtobufCMessageDescriptor vram__mapper__descriptor =
   (ProtobufCMessageInit) vram__mapper__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__pool_info__field_descriptors[15] =
+static const ProtobufCFieldDescriptor vram__pool_info__field_descriptors[17] =
 {
   {
     "id",
@@ -2615,6 +2641,30 @@ static const ProtobufCFieldDescriptor vram__pool_info__field_descriptors[15] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "owner_instance",
+    16,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolInfo, owner_instance),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "owner_cgroup",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolInfo, owner_cgroup),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__pool_info__field_indices_by_name[] = {
   14,   /* field[14] = backup_bytes */
@@ -2625,6 +2675,8 @@ static const unsigned vram__pool_info__field_indices_by_name[] = {
   0,   /* field[0] = id */
   12,   /* field[12] = mappers */
   1,   /* field[1] = name */
+  16,   /* field[16] = owner_cgroup */
+  15,   /* field[15] = owner_instance */
   11,   /* field[11] = owner_name */
   9,   /* field[9] = owner_pid */
   10,   /* field[10] = owner_uid */
@@ -2636,7 +2688,7 @@ static const unsigned vram__pool_info__field_indices_by_name[] = {
 static const ProtobufCIntRange vram__pool_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 15 }
+  { 0, 17 }
 };
 const ProtobufCMessageDescriptor vram__pool_info__descriptor =
 {
@@ -2646,7 +2698,7 @@ const ProtobufCMessageDescriptor vram__pool_info__descriptor =
   "Vram__PoolInfo",
   "vram",
   sizeof(Vram__PoolInfo),
-  15,
+  17,
   vram__pool_info__field_descriptors,
   vram__pool_info__field_indices_by_name,
   1,  vram__pool_info__number_ranges,

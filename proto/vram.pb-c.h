@@ -100,10 +100,14 @@ struct  Vram__Hello
    * client's name, shown by vramctl
    */
   char *name;
+  /*
+   * the instance the client says it is (a pod, a
+   */
+  char *instance;
 };
 #define VRAM__HELLO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__hello__descriptor) \
-    , 0, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Vram__DeviceInfo
@@ -266,10 +270,14 @@ struct  Vram__Selector
    * required to select every pool on the node
    */
   protobuf_c_boolean all;
+  /*
+   * owner's instance name, or its cgroup path
+   */
+  char *owner;
 };
 #define VRAM__SELECTOR__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__selector__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string }
 
 
 struct  Vram__Transition
@@ -369,10 +377,18 @@ struct  Vram__PoolInfo
    * bytes held in the host backup
    */
   uint64_t backup_bytes;
+  /*
+   * the owner's instance name ("" if none)
+   */
+  char *owner_instance;
+  /*
+   * the owner's cgroup, as the kernel says
+   */
+  char *owner_cgroup;
 };
 #define VRAM__POOL_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__pool_info__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, VRAM__STATE__STATE_ACTIVE, VRAM__POLICY__POLICY_DISCARD, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0,NULL, 0, 0 }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, VRAM__STATE__STATE_ACTIVE, VRAM__POLICY__POLICY_DISCARD, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Vram__List

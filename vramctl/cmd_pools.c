@@ -7,13 +7,19 @@
 #include "vramctl.h"
 
 static const char ls_help[] =
-	"Usage: vramctl ls [--tag TAG] [--owner PID] [--json]\n"
+	"Usage: vramctl ls [--tag TAG] [--owner PID|INSTANCE|/CGROUP] [--json]\n"
+	"                  [--watch [--interval MS] [--count N]]\n"
 	"\n"
-	"Lists the pools on the node, one row each: NAME, OWNER (pid/name),\n"
-	"TAG, DEV, STATE, BYTES, POLICY, MAPPERS. With --tag or --owner only\n"
+	"Lists the pools on the node, one row each: NAME, OWNER\n"
+	"(pid/name@instance), TAG, DEV, STATE, BYTES, POLICY, MAPPERS.\n"
+	"--owner takes the owner's pid, its instance name (VRAM_INSTANCE in its\n"
+	"environment) or a cgroup path (that cgroup or one below it).\n"
+	"With --tag or --owner only\n"
 	"the pools that match (both, when both are given); then exit status 4\n"
 	"says that none did. --json prints an array of pool objects with every\n"
-	"field, mappers included.\n";
+	"field, mappers included. --watch redraws the table in place every\n"
+	"--interval MS (default 1000) until q or Ctrl-C, or --count N frames\n"
+	"(plain lines, frame after frame, when stdout is not a terminal).\n";
 
 static const char show_help[] =
 	"Usage: vramctl show POOL [--json]\n"
@@ -60,6 +66,8 @@ void pool_json(struct json *j, const struct vram_pool_info *p)
 	json_kv_uint(j, "owner_pid", p->owner_pid);
 	json_kv_uint(j, "owner_uid", p->owner_uid);
 	json_kv_string(j, "owner_name", p->owner_name);
+	json_kv_string(j, "owner_instance", p->owner_instance);
+	json_kv_string(j, "owner_cgroup", p->owner_cgroup);
 	json_kv_bool(j, "orphaned", p->owner_pid == 0);
 	json_kv_uint(j, "flags", p->flags);
 	json_kv_bool(j, "persistent", (p->flags & VRAM_POOL_PERSIST) != 0);
@@ -79,29 +87,34 @@ void pool_json(struct json *j, const struct vram_pool_info *p)
 	json_object_end(j);
 }
 
-/* "1234/engine", or "-" for an orphaned persistent pool. */
+/* "1234/engine", "1234/engine@pod-a" when the owner named its instance,
+ * or "-" for an orphaned persistent pool. */
 static const char *pool_owner_text(const struct vram_pool_info *p, char *buf,
 				   size_t size)
 {
+	int o;
+
 	if (p->owner_pid == 0)
-		snprintf(buf, size, "-");
+		o = snprintf(buf, size, "-");
 	else if (p->owner_name[0])
-		snprintf(buf, size, "%" PRIu32 "/%s", p->owner_pid,
-			 p->owner_name);
+		o = snprintf(buf, size, "%" PRIu32 "/%s", p->owner_pid,
+			     p->owner_name);
 	else
-		snprintf(buf, size, "%" PRIu32, p->owner_pid);
+		o = snprintf(buf, size, "%" PRIu32, p->owner_pid);
+	if (p->owner_pid && p->owner_instance[0] && o > 0 && (size_t)o < size)
+		snprintf(buf + o, size - (size_t)o, "@%s", p->owner_instance);
 	return buf;
 }
 
-static int pool_compare_name(const void *a, const void *b)
+int pools_compare_name(const void *a, const void *b)
 {
 	const struct vram_pool_info *x = a, *y = b;
 
 	return strcmp(x->name, y->name);
 }
 
-static int ls_print_text(const struct vram_pool_info *pools, size_t n,
-			 bool filtered)
+int pools_print_text(FILE *f, const struct vram_pool_info *pools, size_t n,
+		     bool filtered)
 {
 	static const struct table_column cols[] = {
 		{ "NAME", TABLE_LEFT },	  { "OWNER", TABLE_LEFT },
@@ -115,7 +128,7 @@ static int ls_print_text(const struct vram_pool_info *pools, size_t n,
 
 	if (n == 0) {
 		/* A header over nothing reads like a glitch. */
-		printf("%s\n", filtered ? "no pool matches" : "no pools");
+		fprintf(f, "%s\n", filtered ? "no pool matches" : "no pools");
 		return 0;
 	}
 	t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
@@ -133,7 +146,7 @@ static int ls_print_text(const struct vram_pool_info *pools, size_t n,
 		table_cell(t, "%s", fmt_policy(p->policy));
 		table_cell(t, "%" PRIu32, p->n_mappers);
 	}
-	r = table_print(t, stdout, 0);
+	r = table_print(t, f, 0);
 	table_free(t);
 	return r;
 }
@@ -150,33 +163,36 @@ static int ls_print_json(const struct vram_pool_info *pools, size_t n)
 	return json_finish(&j);
 }
 
-int cmd_ls(struct ctl *ctl, int argc, char **argv)
+/* ls's selector and --watch. */
+struct ls_args {
+	struct vram_selector sel;
+	struct watch watch;
+	bool filtered;
+};
+
+static int ls_option(struct ctl *ctl, int opt, const char *arg, void *data)
 {
-	static const struct option longopts[] = {
-		CTL_COMMON_LONGOPTS,
-		{ "tag", required_argument, NULL, 'T' },
-		{ "owner", required_argument, NULL, 'o' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct vram_selector sel = { .size = sizeof(sel), .all = 1 };
+	struct ls_args *a = data;
+	int r = watch_option(&a->watch, opt, arg);
+
+	if (r == -EINVAL)
+		return ctl_usage_error(ctl, "bad value '%s'", arg);
+	if (r == 0)
+		return 0;
+	return ctl_selector_option(ctl, opt, arg, &a->sel);
+}
+
+/* One listing: text or JSON, to f. */
+static int ls_frame(struct ctl *ctl, void *arg, FILE *f, unsigned cols CTL_UNUSED)
+{
+	struct ls_args *a = arg;
 	struct vram_pool_info *pools = NULL;
 	char msg[CTL_FMT_MAX];
-	bool filtered;
 	size_t n = 0;
 	int r;
 
-	r = ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS "T:o:",
-			   longopts, ls_help, ctl_selector_option, &sel,
-			   CTL_OPERAND_NONE, NULL);
-	if (r != CTL_GO_ON)
-		return r;
-	filtered = sel.tag || sel.owner_pid;
-
-	r = ctl_connect(ctl);
-	if (r)
-		return r;
 	/* all = 1 with fields set means "every pool with these fields". */
-	r = vram_list(ctl->client, filtered ? &sel : NULL,
+	r = vram_list(ctl->client, a->filtered ? &a->sel : NULL,
 		      sizeof(struct vram_pool_info), &pools, &n);
 	if (r == -ENOENT) {
 		n = 0; /* nothing matched: an empty list, not a failure */
@@ -185,13 +201,44 @@ int cmd_ls(struct ctl *ctl, int argc, char **argv)
 		return ctl_report_error(ctl, "cannot list pools", r, msg);
 	}
 	if (n > 1)
-		qsort(pools, n, sizeof(*pools), pool_compare_name);
+		qsort(pools, n, sizeof(*pools), pools_compare_name);
+	/* JSON only without --watch (refused there): f is stdout then. */
 	r = ctl->json ? ls_print_json(pools, n) :
-			ls_print_text(pools, n, filtered);
+			pools_print_text(f, pools, n, a->filtered);
 	vram_pool_info_free(pools, n);
 	r = ctl_output_done(ctl, r);
-	if (r == CTL_EXIT_OK && filtered && n == 0)
+	if (r == CTL_EXIT_OK && a->filtered && n == 0 && !a->watch.on)
 		return CTL_EXIT_NO_MATCH;
+	return r;
+}
+
+int cmd_ls(struct ctl *ctl, int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		CTL_COMMON_LONGOPTS,
+		{ "tag", required_argument, NULL, 'T' },
+		{ "owner", required_argument, NULL, 'o' },
+		CTL_WATCH_LONGOPTS,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ls_args a = { .sel = { .size = sizeof(a.sel), .all = 1 } };
+	int r;
+
+	r = ctl_parse_args(ctl, argc, argv, CTL_COMMON_SHORTOPTS "T:o:",
+			   longopts, ls_help, ls_option, &a, CTL_OPERAND_NONE,
+			   NULL);
+	if (r != CTL_GO_ON)
+		return r;
+	a.filtered = a.sel.tag || a.sel.owner_pid || a.sel.owner;
+	if (a.watch.on && ctl->json)
+		return ctl_usage_error(ctl, "--watch shows text, not --json");
+
+	r = ctl_connect(ctl);
+	if (r)
+		return r;
+	if (a.watch.on)
+		return watch_run(ctl, &a.watch, ls_frame, &a);
+	r = ls_frame(ctl, &a, stdout, 0);
 	return r;
 }
 
@@ -217,6 +264,10 @@ static int show_print_text(const struct vram_pool_info *p)
 		printf("owner     pid %" PRIu32 " (%s), uid %" PRIu32 "\n",
 		       p->owner_pid, fmt_safe(p->owner_name, a, sizeof(a)),
 		       p->owner_uid);
+	if (p->owner_pid && p->owner_instance[0])
+		printf("instance  %s\n", fmt_safe(p->owner_instance, a, sizeof(a)));
+	if (p->owner_pid && p->owner_cgroup[0])
+		printf("cgroup    %s\n", fmt_safe(p->owner_cgroup, a, sizeof(a)));
 	else
 		printf("owner     none (orphaned; uid %" PRIu32
 		       " may re-open it)\n",

@@ -7,7 +7,7 @@
 #include "vramctl.h"
 
 static const char pause_help[] =
-	"Usage: vramctl pause [POOL] [--tag TAG] [--owner PID] [--all]\n"
+	"Usage: vramctl pause [POOL] [--tag TAG] [--owner PID|INSTANCE|/CGROUP] [--all]\n"
 	"                     [--timeout MS] [--json]\n"
 	"\n"
 	"Pauses the selected pools: every process that maps them saves the\n"
@@ -17,7 +17,8 @@ static const char pause_help[] =
 	"Prints the pools changed, the bytes released and the device's free\n"
 	"memory before and after.\n"
 	"\n"
-	"Select pools by name, tag, owner pid (every one given must match), or\n"
+	"Select pools by name, tag, owner (pid, instance name or cgroup; every\n"
+	"one given must match), or\n"
 	"--all for every pool (narrowed by the others when given). A process\n"
 	"that does not acknowledge within --timeout MS (default: the daemon's\n"
 	"ack timeout) is named, its pools stay pausing, and the exit status is\n"
@@ -25,7 +26,7 @@ static const char pause_help[] =
 	"an error. Exit status 4 if no pool matched.\n";
 
 static const char resume_help[] =
-	"Usage: vramctl resume [POOL] [--tag TAG] [--owner PID] [--all]\n"
+	"Usage: vramctl resume [POOL] [--tag TAG] [--owner PID|INSTANCE|/CGROUP] [--all]\n"
 	"                      [--timeout MS] [--json]\n"
 	"\n"
 	"Resumes the selected pools: the daemon makes the physical memory\n"
@@ -74,8 +75,11 @@ static const char *selector_text(const struct vram_selector *sel, char *buf,
 		o += snprintf(buf + o, size - o, " with tag %s",
 			      fmt_safe(sel->tag, safe, sizeof(safe)));
 	if (o < size && sel->owner_pid)
-		snprintf(buf + o, size - o, " owned by pid %" PRIu32,
-			 sel->owner_pid);
+		o += snprintf(buf + o, size - o, " owned by pid %" PRIu32,
+			      sel->owner_pid);
+	if (o < size && sel->owner)
+		snprintf(buf + o, size - o, " owned by %s",
+			 fmt_safe(sel->owner, safe, sizeof(safe)));
 	return buf;
 }
 
@@ -96,6 +100,7 @@ static int transition_print_json(const struct transition *tr,
 	json_kv_string(&j, "name", sel->name);
 	json_kv_string(&j, "tag", sel->tag);
 	json_kv_uint(&j, "owner_pid", sel->owner_pid);
+	json_kv_string(&j, "owner", sel->owner);
 	json_kv_bool(&j, "all", sel->all);
 	json_object_end(&j);
 	json_kv_bool(&j, "ok", code == CTL_EXIT_OK);
@@ -187,7 +192,7 @@ static int transition_run(struct ctl *ctl, const struct transition *tr,
 			   CTL_OPERAND_POOL_OPT, &sel.name);
 	if (r != CTL_GO_ON)
 		return r;
-	if (!sel.name && !sel.tag && !sel.owner_pid && !sel.all)
+	if (!sel.name && !sel.tag && !sel.owner_pid && !sel.owner && !sel.all)
 		return ctl_usage_error(ctl, "which pools? give POOL, --tag, "
 					    "--owner or --all");
 

@@ -128,10 +128,19 @@ int ctl_selector_option(struct ctl *ctl, int opt, const char *arg,
 		sel->tag = arg;
 		return 0;
 	case 'o':
-		if (ctl_parse_uint(arg, UINT32_MAX, &v) < 0 || v == 0)
+		/* A number is a pid; anything else the owner's instance name,
+		 * or a cgroup path when it starts with '/'. */
+		if (*arg >= '0' && *arg <= '9') {
+			if (ctl_parse_uint(arg, UINT32_MAX, &v) < 0 || v == 0)
+				return ctl_usage_error(
+					ctl, "--owner wants a pid, not '%s'", arg);
+			sel->owner_pid = (uint32_t)v;
+			return 0;
+		}
+		if (!*arg)
 			return ctl_usage_error(
-				ctl, "--owner wants a pid, not '%s'", arg);
-		sel->owner_pid = (uint32_t)v;
+				ctl, "--owner needs a pid, an instance or a cgroup");
+		sel->owner = arg;
 		return 0;
 	case 'a':
 		sel->all = 1;

@@ -13,7 +13,8 @@ struct command {
 
 static const struct command commands[] = {
 	{ "status", cmd_status, "daemon version, backend, uptime, devices" },
-	{ "ls", cmd_ls, "list pools [--tag TAG] [--owner PID]" },
+	{ "ls", cmd_ls, "list pools [--tag TAG] [--owner PID|INSTANCE|/CGROUP]" },
+	{ "top", cmd_top, "a live view: devices, pools, recent transitions" },
 	{ "show", cmd_show, "every field of one pool, its mappers too" },
 	{ "pause", cmd_pause, "pause POOL | --tag TAG | --owner PID | --all" },
 	{ "resume", cmd_resume,

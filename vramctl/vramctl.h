@@ -7,7 +7,8 @@
  * option helpers, error reporting), format.c (sizes, durations, safe text),
  * table.c (column-aligned tables), json.c (a small JSON writer),
  * cmd_status.c, cmd_pools.c (ls, show, drop), cmd_transition.c (pause,
- * resume).
+ * resume), cmd_top.c (top), watch.c (frames redrawn in place: top's and
+ * the --watch of ls and status).
  */
 #ifndef VRAMCTL_H
 #define VRAMCTL_H
@@ -39,6 +40,10 @@ struct ctl {
 	const char *command; /* the command's name, for messages */
 	vram_client *client; /* NULL until ctl_connect() */
 };
+
+/* After a parameter a callback's type passes and this one does not use
+ * (vramctl sees only vram.h, not common/attr.h). */
+#define CTL_UNUSED __attribute__((unused))
 
 /* ---- ctl.c -------------------------------------------------------------- */
 
@@ -241,6 +246,42 @@ int cmd_show(struct ctl *ctl, int argc, char **argv);
 int cmd_drop(struct ctl *ctl, int argc, char **argv);
 int cmd_pause(struct ctl *ctl, int argc, char **argv);
 int cmd_resume(struct ctl *ctl, int argc, char **argv);
+int cmd_top(struct ctl *ctl, int argc, char **argv);
+
+/* ---- watch.c: frames refreshed in place --------------------------------- */
+
+/* --watch, --interval MS and --count N, of top and of ls and status. */
+/* clang-format off */
+#define CTL_WATCH_LONGOPTS                                        \
+	{ "watch", no_argument, NULL, 'W' },                      \
+	{ "interval", required_argument, NULL, 'I' },             \
+	{ "count", required_argument, NULL, 'C' }
+/* clang-format on */
+
+struct watch {
+	bool on;	      /* --watch (top: always) */
+	unsigned interval_ms; /* 0: 1000 */
+	unsigned count;	      /* frames, 0: until q, Ctrl-C or SIGTERM */
+};
+
+/* Takes one of the options above: 0, -EINVAL for a bad value, -ENOENT
+ * when opt is none of them. */
+int watch_option(struct watch *w, int opt, const char *arg);
+
+/* Renders one frame into f; cols is the terminal's width (0: not a
+ * terminal). Returns an exit code: anything but CTL_EXIT_OK stops. */
+typedef int (*watch_frame_fn)(struct ctl *ctl, void *arg, FILE *f,
+			      unsigned cols);
+
+/* Shows frame after frame every w->interval_ms: redrawn in place on a
+ * terminal, plain lines otherwise. Returns the last frame's exit code. */
+int watch_run(struct ctl *ctl, const struct watch *w, watch_frame_fn frame,
+	      void *arg);
+
+/* ls's table of pools, into f (cmd_pools.c; also top's), and its order. */
+int pools_print_text(FILE *f, const struct vram_pool_info *pools, size_t n,
+		     bool filtered);
+int pools_compare_name(const void *a, const void *b);
 
 /* Writes one pool as a JSON object (cmd_pools.c; also used by show). */
 void pool_json(struct json *j, const struct vram_pool_info *p);

@@ -265,6 +265,10 @@ struct vram_selector {
 	const char *tag;   /* tag or NULL */
 	uint32_t owner_pid; /* 0: any */
 	int all;           /* 1: every pool (with the fields above) */
+	/* The owner's instance name (VRAM_INSTANCE in its environment), or
+	 * a cgroup path starting with '/' (that cgroup or one below it);
+	 * NULL: any. Since 0.3. */
+	const char *owner;
 };
 
 #define VRAM_SELECTOR_INIT VRAM_SIZED_INIT_(struct vram_selector)
@@ -335,6 +339,10 @@ struct vram_pool_info {
 	unsigned flags;
 	uint32_t n_mappers;
 	struct vram_mapper_info *mappers; /* n_mappers entries */
+	/* Since 0.3: the owner's instance name ("" if it gave none) and its
+	 * cgroup as the kernel reports it to vramd ("" if unknown). */
+	char owner_instance[64];
+	char owner_cgroup[256];
 };
 
 /* Lists pools matching sel (NULL: all; an empty selector lists every pool

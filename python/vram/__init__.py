@@ -162,6 +162,8 @@ class PoolInfo:
     owner_name: str
     flags: int
     mappers: List[MapperInfo] = field(default_factory=list)
+    owner_instance: str = ""  # the owner's VRAM_INSTANCE, "" if none
+    owner_cgroup: str = ""  # its cgroup as vramd reads it, "" if unknown
 
     @property
     def persistent(self):
@@ -241,6 +243,8 @@ def _pool_info(pi):
         owner_name=_lib.text(pi.owner_name),
         flags=pi.flags,
         mappers=mappers,
+        owner_instance=_lib.text(pi.owner_instance),
+        owner_cgroup=_lib.text(pi.owner_cgroup),
     )
 
 

@@ -85,6 +85,7 @@ class Selector(Sized):
         ("tag", c_char_p),
         ("owner_pid", c_uint32),
         ("all", c_int),
+        ("owner", c_char_p),
     ]
 
 
@@ -127,6 +128,8 @@ class PoolInfo(Sized):
         ("flags", c_uint),
         ("n_mappers", c_uint32),
         ("mappers", POINTER(MapperInfo)),
+        ("owner_instance", c_char * 64),
+        ("owner_cgroup", c_char * 256),
     ]
 
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "gpu.h"
+#include "attr.h"
 
 /* ---- roles (children) ------------------------------------------------------ */
 
@@ -70,7 +71,7 @@ static int role_owner(const char *name, int in, int out)
 }
 
 /* Maps another's pool, touches it, then never handles an event. */
-static int role_mapper(const char *name, int in, int out)
+static int role_mapper(const char *name, int in UNUSED, int out)
 {
 	gpu_require();
 	vram_client *c = role_connect("mapper");

@@ -38,6 +38,7 @@ int main(void)
 	F(vram_selector, tag);
 	F(vram_selector, owner_pid);
 	F(vram_selector, all);
+	F(vram_selector, owner);
 
 	S(vram_report);
 	F(vram_report, size);
@@ -71,6 +72,8 @@ int main(void)
 	F(vram_pool_info, flags);
 	F(vram_pool_info, n_mappers);
 	F(vram_pool_info, mappers);
+	F(vram_pool_info, owner_instance);
+	F(vram_pool_info, owner_cgroup);
 
 	S(vram_device_info);
 	F(vram_device_info, index);
