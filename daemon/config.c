@@ -24,6 +24,7 @@ void config_defaults(struct config *cfg)
 	cfg->max_pools = 1024;
 	cfg->max_chunks = 240;
 	cfg->socket_mode = 0660;
+	cfg->reattach_grace_ms = 30000;
 }
 
 int config_parse_size(const char *s, uint64_t *out)
@@ -112,6 +113,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions);
 	if (strcmp(key, "max_pools") == 0)
 		return parse_uint(value, 1, 1 << 20, &cfg->max_pools);
+	if (strcmp(key, "reattach_grace_ms") == 0)
+		return parse_uint(value, 0, 86400000, &cfg->reattach_grace_ms);
 	if (strcmp(key, "max_chunks") == 0)
 		return parse_uint(value, 1, WIRE_MAX_FDS - 10, &cfg->max_chunks);
 	if (strcmp(key, "socket_mode") == 0) {

@@ -25,6 +25,8 @@ static void usage(FILE *f)
 		"      --host-devices N     emulated devices (host backend)\n"
 		"      --chunk-max SIZE     largest chunk a pool grows by\n"
 		"      --ack-timeout-ms MS  how long pause/resume wait for mappers\n"
+		"      --reattach-grace-ms MS  after a restart, how long owners\n"
+		"                           have to come back (docs/operations.md)\n"
 		"  -l, --log-level LEVEL    error, warn, info or debug\n"
 		"  -V, --version            print the version\n"
 		"  -h, --help               this text\n");
@@ -54,13 +56,15 @@ int main(int argc, char **argv)
 		{ "host-devices", required_argument, NULL, 2 },
 		{ "chunk-max", required_argument, NULL, 3 },
 		{ "ack-timeout-ms", required_argument, NULL, 4 },
+		{ "reattach-grace-ms", required_argument, NULL, 5 },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
 	static const char *const keys[] = { NULL, "host_capacity", "host_devices",
-					    "chunk_max", "ack_timeout_ms" };
+					    "chunk_max", "ack_timeout_ms",
+					    "reattach_grace_ms" };
 	struct config cfg;
 	const char *config_path = NULL;
 	struct server srv;
@@ -95,7 +99,7 @@ int main(int argc, char **argv)
 		case 's': key = "socket"; break;
 		case 'b': key = "backend"; break;
 		case 'l': key = "log_level"; break;
-		case 1: case 2: case 3: case 4: key = keys[c]; break;
+		case 1: case 2: case 3: case 4: case 5: key = keys[c]; break;
 		default: continue;
 		}
 		if (config_set(&cfg, key, optarg) < 0) {
