@@ -248,6 +248,9 @@ chaos-restart: all $(BUILD)/tests/restart_test
 	$(Q)$(TEST_ENV) VRAM_CHAOS_N=$(or $(N),100) \
 		$(BUILD)/tests/restart_test --run chaos_sigkill_at_random_points
 
+test-systemd: all
+	$(Q)$(TEST_ENV) tests/system/systemd_run
+
 test-gpu: all $(RUNNER) $(GPU_BIN)
 	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN) tests/gpu/torch_test.py
 

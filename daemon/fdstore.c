@@ -90,7 +90,8 @@ static int fdstore_send(struct fdstore *s, const char *name, int fd)
 	if (r < 0) {
 		s->failures++;
 		log_err("fd store: cannot store %s: %s (it would be lost by a "
-			"restart)", name, strerror(-r));
+			"restart)",
+			name, strerror(-r));
 	}
 	return r;
 }
@@ -163,7 +164,8 @@ static void fdstore_want(struct fdstore *s, const char *name, int fd,
 	if (s->n + 2 > s->max) {
 		if (!s->full_logged)
 			log_err("fd store: full at FileDescriptorStoreMax=%u; "
-				"%s is not kept across a restart", s->max, name);
+				"%s is not kept across a restart",
+				s->max, name);
 		s->full_logged = true;
 		s->failures++;
 		return;
@@ -204,7 +206,8 @@ static void fdstore_table(struct fdstore *s, struct node *n)
 	int fd = memfd_create("vramd-table", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0 || write(fd, b.data, b.len) != (ssize_t)b.len ||
 	    fcntl(fd, F_ADD_SEALS,
-		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0) {
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) <
+		    0) {
 		log_err("fd store: cannot write the pool table: %s",
 			strerror(errno));
 		s->failures++;

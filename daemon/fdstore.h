@@ -39,8 +39,8 @@ struct fdstore_entry {
 
 struct fdstore {
 	bool on;
-	bool frozen;	 /* stopping for a restart: the store stays as it is */
-	unsigned max;	 /* $FDSTORE: FileDescriptorStoreMax= */
+	bool frozen;  /* stopping for a restart: the store stays as it is */
+	unsigned max; /* $FDSTORE: FileDescriptorStoreMax= */
 	struct fdstore_entry *e;
 	unsigned n, cap;
 	uint64_t table_gen;

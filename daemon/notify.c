@@ -1,8 +1,8 @@
 /* systemd notification. Messages go to $NOTIFY_SOCKET with a non-blocking
  * send of our own: libsystemd's sd_notify() blocks when the receiver's
  * queue is full, and a slow supervisor must never stall the loop that
- * serves pauses. A dropped STATUS= is harmless; READY=1 is the first
- * message and always finds room. Without NOTIFY_SOCKET every call is a
+ * serves pauses. A dropped STATUS= is harmless; READY=1 and the fd
+ * store's messages wait for room (notify_send_fds). Without NOTIFY_SOCKET every call is a
  * no-op, so vramd runs the same by hand, under systemd and in tests (which
  * set NOTIFY_SOCKET to wait for READY=1). libsystemd still tells the
  * watchdog period and the sockets systemd passed. */
@@ -102,7 +102,10 @@ void notify_ready(const char *status)
 	char msg[256];
 	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=%s\nMAINPID=%d", status,
 		 (int)getpid());
-	notify_send(msg);
+	/* After a restart the fd store's messages may fill the queue just
+	 * before: READY=1 waits for room like them, it must not be lost. */
+	if (notify_send_fds(msg, NULL, 0) == -EAGAIN)
+		log_warn("sd_notify READY=1 dropped: the receiver's queue is full");
 }
 
 void notify_status(const char *status)

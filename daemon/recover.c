@@ -50,12 +50,14 @@ int recover_collect(struct recover *rc)
 
 		fcntl(fd, F_SETFD, FD_CLOEXEC);
 		if (strcmp(name, "vramd-listen") == 0 ||
-		    (!ours && rc->listen_fd < 0 && sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0)) {
+		    (!ours && rc->listen_fd < 0 &&
+		     sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) > 0)) {
 			if (rc->listen_fd >= 0) {
 				/* systemd's socket comes first; our own stored
 				 * copy of the same path is not needed. */
 				if (strcmp(name, "vramd-listen") == 0) {
-					snprintf(rc->fds[rc->n_fds].name, 64, "%s", name);
+					snprintf(rc->fds[rc->n_fds].name, 64,
+						 "%s", name);
 					rc->fds[rc->n_fds++].fd = fd;
 					continue;
 				}
@@ -67,7 +69,8 @@ int recover_collect(struct recover *rc)
 		}
 		if (!ours) {
 			log_warn("fd %d passed at start (%s) is not vramd's; "
-				 "closing it", fd, name);
+				 "closing it",
+				 fd, name);
 			close(fd);
 			continue;
 		}
@@ -114,12 +117,13 @@ static int recover_table(struct recover *rc, struct fdstore *st,
 		if (!buf)
 			return -ENOMEM;
 		ssize_t got = pread(f->fd, buf, (size_t)sb.st_size, 0);
-		int r = got == sb.st_size ? table_parse(buf, (size_t)got, &t)
-					  : -EIO;
+		int r = got == sb.st_size ? table_parse(buf, (size_t)got, &t) :
+					    -EIO;
 		free(buf);
 		if (r < 0) {
 			log_err("fd store: table %s cannot be read (%s); "
-				"ignoring it", f->name, strerror(-r));
+				"ignoring it",
+				f->name, strerror(-r));
 			continue;
 		}
 		if (best < 0 || t.generation > out->generation) {
@@ -136,7 +140,8 @@ static int recover_table(struct recover *rc, struct fdstore *st,
 	if (out->version > TABLE_VERSION)
 		log_info("fd store: the table was written by a newer vramd "
 			 "(version %u; this one writes %u): fields it does not "
-			 "know are skipped", out->version, TABLE_VERSION);
+			 "know are skipped",
+			 out->version, TABLE_VERSION);
 	log_info("fd store: table %s (version %u, %u pools)",
 		 rc->fds[best].name, out->version, out->n_pools);
 	return 0;
@@ -168,7 +173,8 @@ static int recover_pool(struct recover *rc, struct node *n,
 	if (tp->device >= b->n_devices || node_pool_by_id(n, tp->id) ||
 	    node_pool_by_name(n, tp->name)) {
 		log_err("pool %s: device %u or its name or id is not usable "
-			"here; the pool is not rebuilt", tp->name, tp->device);
+			"here; the pool is not rebuilt",
+			tp->name, tp->device);
 		return 0;
 	}
 	for (unsigned k = 0; k < tp->n_chunks; k++) {
@@ -178,7 +184,8 @@ static int recover_pool(struct recover *rc, struct node *n,
 	}
 	if (missing || off != tp->bytes || off > tp->reserve) {
 		log_err("pool %s: its chunks in the table do not add up; the "
-			"pool is not rebuilt", tp->name);
+			"pool is not rebuilt",
+			tp->name);
 		return 0;
 	}
 	struct pool *p = calloc(1, sizeof(*p));
@@ -204,7 +211,8 @@ static int recover_pool(struct recover *rc, struct node *n,
 		struct chunk *c = &p->chunks[k];
 		c->offset = tp->chunks[k].offset;
 		c->size = tp->chunks[k].size;
-		snprintf(name, sizeof(name), "vramd-c-%" PRIu64 "-%u", p->id, k);
+		snprintf(name, sizeof(name), "vramd-c-%" PRIu64 "-%u", p->id,
+			 k);
 		c->fd = recover_take(rc, name);
 		if (c->fd >= 0) {
 			c->counted = true;
@@ -223,7 +231,8 @@ static int recover_pool(struct recover *rc, struct node *n,
 				p->name, strerror(errno));
 		else
 			log_err("pool %s: its backup was not in the store; it "
-				"has none now", p->name);
+				"has none now",
+				p->name);
 	} else if (p->policy != POOL_HOST && p->backup_fd >= 0) {
 		close(p->backup_fd);
 		p->backup_fd = -1;
@@ -247,7 +256,8 @@ static int recover_pool(struct recover *rc, struct node *n,
 			break;
 		}
 		log_err("pool %s: the store lacks some of its chunks; it comes "
-			"back paused without its content", p->name);
+			"back paused without its content",
+			p->name);
 		for (unsigned k = 0; k < p->n_chunks; k++)
 			backend_chunk_release(b, p->device, &p->chunks[k]);
 		p->state = POOL_PAUSED;
@@ -274,8 +284,8 @@ static int recover_pool(struct recover *rc, struct node *n,
 		for (unsigned k = 0; k < p->n_chunks; k++)
 			backend_chunk_release(b, p->device, &p->chunks[k]);
 		p->state = POOL_PAUSED;
-		p->backup_valid = backup && tp->backup_bytes == p->bytes &&
-				  p->bytes;
+		p->backup_valid =
+			backup && tp->backup_bytes == p->bytes && p->bytes;
 		break;
 	}
 	if (node_pool_add(n, p) < 0) {
@@ -283,8 +293,8 @@ static int recover_pool(struct recover *rc, struct node *n,
 		return -ENOMEM;
 	}
 	if (p->owner_id.pid) {
-		uint64_t *a = realloc(rc->awaited,
-				      (rc->n_awaited + 1) * sizeof(*a));
+		uint64_t *a =
+			realloc(rc->awaited, (rc->n_awaited + 1) * sizeof(*a));
 		if (a) {
 			rc->awaited = a;
 			a[rc->n_awaited++] = p->id;
@@ -318,7 +328,8 @@ static void recover_on_grace(uv_timer_t *h)
 			continue;
 		}
 		log_info("pool %s dropped: its owner pid %u did not come back "
-			 "after the restart", p->name, p->owner_id.pid);
+			 "after the restart",
+			 p->name, p->owner_id.pid);
 		node_pool_drop(n, p, NULL);
 	}
 	rc->n_awaited = 0;
@@ -360,7 +371,8 @@ int recover_pools(struct recover *rc, struct node *n, struct fdstore *st,
 			log_err("fd store: recovery stopped: %s", strerror(-r));
 	} else {
 		log_err("fd store: %u fds passed back but no readable pool "
-			"table; they are released", rc->n_fds);
+			"table; they are released",
+			rc->n_fds);
 	}
 	rc->pools = (unsigned)got;
 	for (unsigned i = 0; i < rc->n_fds; i++) {
@@ -375,8 +387,8 @@ int recover_pools(struct recover *rc, struct node *n, struct fdstore *st,
 		f->fd = -1;
 	}
 	log_info("fd store: %u pool(s) and %u chunk(s) recovered, %u stored "
-		 "fd(s) no pool names released", rc->pools, rc->chunks,
-		 rc->dropped_fds);
+		 "fd(s) no pool names released",
+		 rc->pools, rc->chunks, rc->dropped_fds);
 	uv_timer_start(&rc->grace, recover_on_grace, grace_ms, 0);
 	return got;
 }

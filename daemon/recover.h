@@ -41,14 +41,14 @@ struct recover_fd {
 };
 
 struct recover {
-	int listen_fd;	      /* -1: none passed */
-	bool listen_ours;     /* it is the one vramd made (vramd-listen) */
+	int listen_fd;	  /* -1: none passed */
+	bool listen_ours; /* it is the one vramd made (vramd-listen) */
 	struct recover_fd *fds;
 	unsigned n_fds;
 	struct node *node;
 	uv_timer_t grace;
 	bool grace_on;
-	uint64_t *awaited;    /* ids of pools whose owner may come back */
+	uint64_t *awaited; /* ids of pools whose owner may come back */
 	unsigned n_awaited;
 	uint64_t held[BACKEND_MAX_DEVICES]; /* bytes old clients may map */
 	/* For the log and the tests. */

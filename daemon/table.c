@@ -172,25 +172,44 @@ static int parse_pool(const unsigned char *d, size_t len, uint32_t version,
 		const unsigned char *v = d + off;
 		off += flen;
 		switch (tag) {
-		case TABLE_ID: p->id = get_uint(v, flen); break;
+		case TABLE_ID:
+			p->id = get_uint(v, flen);
+			break;
 		case TABLE_NAME:
 		case TABLE_TAG: {
 			char *s = tag == TABLE_NAME ? p->name : p->tag;
-			size_t max = tag == TABLE_NAME ? POOL_NAME_MAX : POOL_TAG_MAX;
+			size_t max = tag == TABLE_NAME ? POOL_NAME_MAX :
+							 POOL_TAG_MAX;
 			if (flen >= max)
 				return -EINVAL;
 			memcpy(s, v, flen);
 			s[flen] = '\0';
 			break;
 		}
-		case TABLE_DEVICE: p->device = (unsigned)get_uint(v, flen); break;
-		case TABLE_POLICY: p->policy = (enum pool_policy)get_uint(v, flen); break;
-		case TABLE_FLAGS: p->flags = (unsigned)get_uint(v, flen); break;
-		case TABLE_RESERVE: p->reserve = get_uint(v, flen); break;
-		case TABLE_STATE: p->state = (enum pool_state)get_uint(v, flen); break;
-		case TABLE_BYTES: p->bytes = get_uint(v, flen); break;
-		case TABLE_BACKUP: p->backup_bytes = get_uint(v, flen); break;
-		case TABLE_OWNER_SID: p->owner_sid = get_uint(v, flen); break;
+		case TABLE_DEVICE:
+			p->device = (unsigned)get_uint(v, flen);
+			break;
+		case TABLE_POLICY:
+			p->policy = (enum pool_policy)get_uint(v, flen);
+			break;
+		case TABLE_FLAGS:
+			p->flags = (unsigned)get_uint(v, flen);
+			break;
+		case TABLE_RESERVE:
+			p->reserve = get_uint(v, flen);
+			break;
+		case TABLE_STATE:
+			p->state = (enum pool_state)get_uint(v, flen);
+			break;
+		case TABLE_BYTES:
+			p->bytes = get_uint(v, flen);
+			break;
+		case TABLE_BACKUP:
+			p->backup_bytes = get_uint(v, flen);
+			break;
+		case TABLE_OWNER_SID:
+			p->owner_sid = get_uint(v, flen);
+			break;
 		case TABLE_OWNER:
 			if (flen < IDENTITY_LEN)
 				return -EINVAL;

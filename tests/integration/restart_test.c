@@ -14,10 +14,15 @@
 
 static void rs_start_grace(const char *grace_ms, unsigned store_max)
 {
-	const char *const extra[] = { "--host-capacity", "64M",
-				      "--ack-timeout-ms", "3000",
-				      "--chunk-max", "2M",
-				      "--reattach-grace-ms", grace_ms, NULL };
+	const char *const extra[] = { "--host-capacity",
+				      "64M",
+				      "--ack-timeout-ms",
+				      "3000",
+				      "--chunk-max",
+				      "2M",
+				      "--reattach-grace-ms",
+				      grace_ms,
+				      NULL };
 	int r = harness_daemon_start_store(&integ_daemon, extra, store_max);
 	if (r < 0)
 		TEST_FAIL("cannot start vramd: %s", strerror(-r));
@@ -112,8 +117,8 @@ static void rs_expect_content(vram_pool *p, size_t len, uint32_t seed)
 }
 
 /* A child that owns pools and then waits, never answering events. */
-static pid_t rs_owner(struct integ_sync *s, bool pause_first, enum vram_policy pol,
-		      unsigned flags)
+static pid_t rs_owner(struct integ_sync *s, bool pause_first,
+		      enum vram_policy pol, unsigned flags)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -222,7 +227,8 @@ TEST(restart_between_operations)
 	w = rs_open(c, "w");
 	ASSERT_UEQ(vram_pool_size(w), 12 * MiB);
 	ASSERT_OK(integ_check((void *)vram_pool_base(w), 8 * MiB, 11));
-	ASSERT_OK(integ_check((char *)vram_pool_base(w) + 8 * MiB, 4 * MiB, 12));
+	ASSERT_OK(
+		integ_check((char *)vram_pool_base(w) + 8 * MiB, 4 * MiB, 12));
 	vram_client_close(c);
 	rs_end();
 }
@@ -322,7 +328,8 @@ TEST(owner_that_never_comes_back)
 	vram_client *c = integ_connect("a");
 	vram_pool *kv = integ_pool(c, "kv", "kv", VRAM_POLICY_DISCARD, 0);
 	ASSERT_OK(vram_pool_reserve(kv, 4 * MiB));
-	vram_pool *w = integ_pool(c, "w", "w", VRAM_POLICY_HOST, VRAM_POOL_PERSIST);
+	vram_pool *w =
+		integ_pool(c, "w", "w", VRAM_POLICY_HOST, VRAM_POOL_PERSIST);
 	ASSERT_OK(vram_pool_reserve(w, 2 * MiB));
 	rs_wait_store(3, 1);
 	rs_restart(SIGKILL);
@@ -361,14 +368,14 @@ TEST(older_table_is_read)
 	unsigned char t[4096];
 	size_t off = 0, rec;
 #define PUT(p, n) (memcpy(t + off, (p), (n)), off += (n))
-#define FIELD(tag, p, n)                                  \
-	do {                                              \
-		uint16_t tg = (tag), fl = 0;              \
-		uint32_t ln = (n);                        \
-		PUT(&tg, 2);                              \
-		PUT(&fl, 2);                              \
-		PUT(&ln, 4);                              \
-		PUT((p), ln);                             \
+#define FIELD(tag, p, n)                     \
+	do {                                 \
+		uint16_t tg = (tag), fl = 0; \
+		uint32_t ln = (n);           \
+		PUT(&tg, 2);                 \
+		PUT(&fl, 2);                 \
+		PUT(&ln, 4);                 \
+		PUT((p), ln);                \
 	} while (0)
 	uint32_t ver = 1, npools = 1;
 	uint64_t next_id = id, next_ev = 100, gen = 1000, reserve = 1ull << 30;
@@ -442,7 +449,8 @@ TEST(stop_frees_everything)
 {
 	rs_start();
 	vram_client *c = integ_connect("a");
-	vram_pool *w = integ_pool(c, "w", "w", VRAM_POLICY_HOST, VRAM_POOL_PERSIST);
+	vram_pool *w =
+		integ_pool(c, "w", "w", VRAM_POLICY_HOST, VRAM_POOL_PERSIST);
 	ASSERT_OK(vram_pool_reserve(w, 4 * MiB));
 	vram_client_close(c);
 	rs_wait_store(2, 1);
@@ -484,8 +492,10 @@ static void chaos_worker(int fd, unsigned seed)
 			if (r < 0)
 				break;
 			integ_fill((char *)vram_pool_base(w) + size,
-				   CHAOS_REGION, (uint32_t)(size / CHAOS_REGION) + 1);
-			unsigned char k = (unsigned char)(size / CHAOS_REGION) + 1;
+				   CHAOS_REGION,
+				   (uint32_t)(size / CHAOS_REGION) + 1);
+			unsigned char k =
+				(unsigned char)(size / CHAOS_REGION) + 1;
 			if (write(fd, &k, 1) != 1)
 				break;
 		} else if (act == 1) {
@@ -541,16 +551,19 @@ TEST(chaos_sigkill_at_random_points)
 		vram_client *c = integ_connect("check");
 		struct vram_pool_info wi = integ_info(c, "w");
 		recovered++;
-		ASSERT(wi.state == VRAM_STATE_ACTIVE || wi.state == VRAM_STATE_PAUSED);
+		ASSERT(wi.state == VRAM_STATE_ACTIVE ||
+		       wi.state == VRAM_STATE_PAUSED);
 		ASSERT(wi.bytes >= (uint64_t)filled * CHAOS_REGION);
 		vram_pool *w = rs_open(c, "w");
 		if (wi.state == VRAM_STATE_PAUSED)
 			ASSERT_OK(vram_pool_resume(w, NULL));
 		for (unsigned i = 0; i < filled; i++) {
-			if (integ_check((char *)vram_pool_base(w) + i * CHAOS_REGION,
+			if (integ_check((char *)vram_pool_base(w) +
+						i * CHAOS_REGION,
 					CHAOS_REGION, i + 1) != 0)
-				TEST_FAIL("round %u: region %u of %u lost its content",
-					  round, i, filled);
+				TEST_FAIL(
+					"round %u: region %u of %u lost its content",
+					round, i, filled);
 			checked += CHAOS_REGION;
 		}
 		/* Once the grace period is over, exactly the pool's bytes are
