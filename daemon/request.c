@@ -214,7 +214,10 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id,
 				    p->name);
 		return;
 	}
-	if (!p->owner && !ro) {
+	/* A pool rebuilt after a restart waits for its owner's pid
+	 * (recover.h) until the grace period ends; an orphan has none. */
+	if (!p->owner && !ro &&
+	    (p->owner_id.pid == 0 || p->owner_id.pid == s->who.pid)) {
 		log_info("pool %s: pid %u takes over ownership", p->name, s->who.pid);
 		pool_set_owner(p, s, &s->who);
 	}

@@ -115,7 +115,7 @@ static void client_free(struct vram_client *c)
 	free(c);
 }
 
-static int client_hello(struct vram_client *c)
+int client_hello(struct vram_client *c)
 {
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__Hello hello = VRAM__HELLO__INIT;
@@ -303,7 +303,7 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 	if (!out)
 		return error_finish(
 			eg, error_set(EINVAL, "vram_connect: out is required"));
-	if (flags != 0)
+	if (flags & ~(VRAM_CONNECT_RECONNECT | VRAM_CONNECT_WAIT))
 		return error_finish(
 			eg,
 			error_set(EINVAL, "vram_connect: unknown flags 0x%x",
@@ -326,6 +326,10 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 	if (r < 0)
 		return error_finish(eg, r);
 	r = client_open(sock, name, out);
+	if (r == 0) {
+		(*out)->flags = flags;
+		snprintf((*out)->path, sizeof((*out)->path), "%s", path);
+	}
 	return error_finish(eg, r);
 }
 

@@ -586,3 +586,76 @@ TEST(chaos_sigkill_at_random_points)
 	ASSERT_EQ(leaks, 0);
 	rs_end();
 }
+
+/* ---- clients that reconnect ---------------------------------------------- */
+
+static vram_client *rs_connect_flags(const char *name, unsigned flags)
+{
+	vram_client *c = NULL;
+	int r = vram_connect(NULL, name, flags, &c);
+	if (r < 0)
+		TEST_FAIL("vram_connect: %s (%s)", strerror(-r), vram_last_error());
+	return c;
+}
+
+/* A client with VRAM_CONNECT_RECONNECT and its event thread comes back by
+ * itself: same pool, same address, and it answers a third party's pause
+ * and resume again, its content byte-exact. */
+TEST(client_reconnects_and_answers_events)
+{
+	rs_start_grace("300", STORE_MAX);
+	vram_client *c = rs_connect_flags("engine", VRAM_CONNECT_RECONNECT);
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	ASSERT_OK(vram_pool_reserve(w, 8 * MiB));
+	uintptr_t base = vram_pool_base(w);
+	integ_fill((void *)base, 8 * MiB, 21);
+	ASSERT_OK(vram_client_start_thread(c));
+
+	rs_restart(SIGKILL);
+	/* Calls fail fast while it is away, then work again. */
+	int r = -1;
+	for (int i = 0; i < 500 && (r = vram_ping(c)) != 0; i++) {
+		ASSERT(r == -ENOTCONN || r == -EPIPE);
+		harness_msleep(10);
+	}
+	ASSERT_OK(r);
+	ASSERT_UEQ(vram_pool_base(w), base);
+	/* Past the grace period its pool is still there: it came back. */
+	harness_msleep(600);
+	vram_client *ctl = integ_connect("ctl");
+	struct vram_pool_info wi = integ_info(ctl, "w");
+	ASSERT_EQ(wi.owner_pid, (uint32_t)getpid());
+	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
+	ASSERT_OK(vram_pause(ctl, &sel, 3000, NULL));
+	ASSERT_EQ(integ_info(ctl, "w").state, VRAM_STATE_PAUSED);
+	ASSERT_OK(vram_resume(ctl, &sel, 3000, NULL));
+	ASSERT_UEQ(vram_pool_base(w), base);
+	ASSERT_OK(integ_check((void *)base, 8 * MiB, 21));
+	vram_client_close(ctl);
+	vram_client_close(c);
+	rs_end();
+}
+
+/* VRAM_CONNECT_WAIT: a call made while vramd is away waits for it. */
+TEST(client_call_waits_for_the_daemon)
+{
+	rs_start();
+	vram_client *c = rs_connect_flags("waiter", VRAM_CONNECT_WAIT);
+	vram_pool *kv = integ_pool(c, "kv", "kv", VRAM_POLICY_DISCARD, 0);
+	ASSERT_OK(vram_pool_reserve(kv, 2 * MiB));
+	ASSERT_OK(harness_daemon_kill(&integ_daemon, SIGKILL));
+	ASSERT_EQ(harness_daemon_wait(&integ_daemon, 10000), 128 + SIGKILL);
+	/* The old connection is seen gone, then the call waits. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		harness_msleep(300);
+		_exit(0);
+	}
+	ASSERT_EQ(harness_wait(pid, 5000), 0);
+	ASSERT_OK(harness_daemon_restart(&integ_daemon, NULL));
+	ASSERT_OK(vram_ping(c));
+	ASSERT_OK(vram_pool_reserve(kv, 4 * MiB));
+	ASSERT_UEQ(vram_pool_size(kv), 4 * MiB);
+	vram_client_close(c);
+	rs_end();
+}
