@@ -25,7 +25,6 @@
 #include "clock.h"
 #include "events.h"
 #include "log.h"
-#include "reconnect.h"
 #include "sock.h"
 
 enum pump_mode {
@@ -351,7 +350,7 @@ again:
 	call->msg = NULL;
 	call->next = NULL;
 	if (c->broken && !c->reconnecting &&
-	    reconnect_try(c) == -ENOTCONN)
+	    c->reconnect && c->reconnect(c) == -ENOTCONN)
 		return error_set(ENOTCONN, "vramd is away (restarting?); "
 					   "reconnecting");
 	if (c->broken)
@@ -372,9 +371,8 @@ again:
 		call_break(c, r, "writing to vramd failed");
 		/* The daemon never read it: safe to send again once
 		 * reconnected. */
-		if (!c->reconnecting &&
-		    (c->flags & (VRAM_CONNECT_RECONNECT | VRAM_CONNECT_WAIT))) {
-			if (reconnect_try(c) == 0)
+		if (!c->reconnecting && c->reconnect) {
+			if (c->reconnect && c->reconnect(c) == 0)
 				goto again;
 			return error_set(ENOTCONN, "vramd is away (restarting?); "
 						   "reconnecting");
@@ -411,7 +409,7 @@ int call_dispatch(struct vram_client *c, int timeout_ms)
 	int r;
 
 	if (c->broken && !c->reconnecting &&
-	    reconnect_try(c) == -ENOTCONN)
+	    c->reconnect && c->reconnect(c) == -ENOTCONN)
 		return error_set(ENOTCONN, "vramd is away (restarting?); "
 					   "reconnecting");
 	if (c->broken)
@@ -433,18 +431,17 @@ static void *call_thread_main(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {
-		if (c->broken && !c->reader && !c->reconnecting &&
-		    (c->flags & (VRAM_CONNECT_RECONNECT | VRAM_CONNECT_WAIT))) {
+		if (c->broken && !c->reader && !c->reconnecting && c->reconnect) {
 			/* The daemon went away: try again when due, so that
 			 * events are answered once it is back. */
-			int64_t now = clock_now_ms(), due = reconnect_due(c);
+			int64_t now = clock_now_ms(), due = c->retry_at;
 			if (due > now) {
 				struct timespec ts = { .tv_sec = due / 1000,
 						       .tv_nsec = (due % 1000) * 1000000 };
 				pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 				continue;
 			}
-			reconnect_try(c);
+			c->reconnect(c);
 			continue;
 		}
 		if (c->broken || c->reader) {

@@ -64,6 +64,9 @@ struct vram_client {
 	bool reconnecting;	      /* a thread is at it (reconnect.c) */
 	unsigned backoff_ms;
 	int64_t retry_at; /* clock_now_ms of the next try, 0: now */
+	/* reconnect_try, set when a flag asks for it: call.c reaches it
+	 * through this pointer (reconnect.c is above call.c). */
+	int (*reconnect)(struct vram_client *c);
 	struct vram_pool *pools;      /* open in this client */
 	struct vram_client *reg_next; /* registry.c */
 };

@@ -14,11 +14,6 @@
 #include "pool.h"
 #include "sock.h"
 
-int64_t reconnect_due(const struct vram_client *c)
-{
-	return c->retry_at;
-}
-
 /* The daemon no longer has the pool, or has another one of its name. */
 static void reconnect_pool_gone(struct vram_client *c, struct vram_pool *p)
 {
