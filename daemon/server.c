@@ -417,6 +417,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	if (srv->listen_fd >= 0 && srv->recover.listen_ours) {
 		fcntl(srv->listen_fd, F_SETFL, fcntl(srv->listen_fd, F_GETFL) | O_NONBLOCK);
 		srv->listen_fd_ours = true;
+		/* Still in the store: counted against its limit. */
+		fdstore_adopt(&srv->store, "vramd-listen", srv->listen_fd);
 		log_info("listening on the socket the last vramd made");
 	} else if (srv->listen_fd >= 0) {
 		fcntl(srv->listen_fd, F_SETFL, fcntl(srv->listen_fd, F_GETFL) | O_NONBLOCK);

@@ -267,7 +267,7 @@ TEST(sigkill_mid_save_comes_back_active)
  * back paused, and its bytes stay counted until the grace period ends. */
 TEST(sigkill_mid_unmap_holds_the_bytes_until_grace)
 {
-	rs_start_grace("1000", STORE_MAX);
+	rs_start_grace("1500", STORE_MAX);
 	struct integ_sync s;
 	integ_sync_init(&s);
 	pid_t pid = rs_owner(&s, false, VRAM_POLICY_DISCARD, VRAM_POOL_PERSIST);
@@ -297,7 +297,7 @@ TEST(sigkill_mid_unmap_holds_the_bytes_until_grace)
 TEST(sigkill_mid_restore_keeps_the_backup)
 {
 	/* The chunks given to the restorer count until the grace ends. */
-	rs_start_grace("1000", STORE_MAX);
+	rs_start_grace("1500", STORE_MAX);
 	struct integ_sync s;
 	integ_sync_init(&s);
 	pid_t pid = rs_owner(&s, true, VRAM_POLICY_HOST, VRAM_POOL_PERSIST);
@@ -324,7 +324,7 @@ TEST(sigkill_mid_restore_keeps_the_backup)
  * dropped as on a crash, a persistent one kept without an owner. */
 TEST(owner_that_never_comes_back)
 {
-	rs_start_grace("300", STORE_MAX);
+	rs_start_grace("1500", STORE_MAX);
 	vram_client *c = integ_connect("a");
 	vram_pool *kv = integ_pool(c, "kv", "kv", VRAM_POLICY_DISCARD, 0);
 	ASSERT_OK(vram_pool_reserve(kv, 4 * MiB));
@@ -335,7 +335,6 @@ TEST(owner_that_never_comes_back)
 	rs_restart(SIGKILL);
 	vram_client_close(c); /* its connection was to the dead daemon */
 	c = integ_connect("b");
-	ASSERT_EQ(integ_stats(c).pools, 2);
 	for (int i = 0; i < 300 && integ_stats(c).pools != 1; i++)
 		harness_msleep(10);
 	ASSERT_EQ(integ_stats(c).pools, 1);
@@ -603,7 +602,8 @@ static vram_client *rs_connect_flags(const char *name, unsigned flags)
  * and resume again, its content byte-exact. */
 TEST(client_reconnects_and_answers_events)
 {
-	rs_start_grace("300", STORE_MAX);
+	/* Longer than the client's backoff (2 s at most) can keep it away. */
+	rs_start_grace("3000", STORE_MAX);
 	vram_client *c = rs_connect_flags("engine", VRAM_CONNECT_RECONNECT);
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
 	ASSERT_OK(vram_pool_reserve(w, 8 * MiB));
@@ -621,7 +621,7 @@ TEST(client_reconnects_and_answers_events)
 	ASSERT_OK(r);
 	ASSERT_UEQ(vram_pool_base(w), base);
 	/* Past the grace period its pool is still there: it came back. */
-	harness_msleep(600);
+	harness_msleep(3300);
 	vram_client *ctl = integ_connect("ctl");
 	struct vram_pool_info wi = integ_info(ctl, "w");
 	ASSERT_EQ(wi.owner_pid, (uint32_t)getpid());
