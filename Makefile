@@ -11,6 +11,10 @@
 #   make install    PREFIX=/usr/local DESTDIR= (make uninstall: the same)
 #   make test-deb   build the Debian packages, install and remove them in a
 #                   throwaway root
+#   make chaos-restart N=200  vramd SIGKILLed at random points N times
+#                   under the fd-store harness; prints its counts
+#   make test-systemd  vramd under a real systemd in a namespace (root;
+#                   tests/system/systemd_run, docs/operations.md)
 #   make proto      regenerate proto/vram.pb-c.[ch] from proto/vram.proto
 
 BUILD ?= build
@@ -237,6 +241,15 @@ test-deb: $(RUNNER)
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan CFLAGS='-O1 -g' \
 		SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' test
+
+# The restart chaos case of make test (6 rounds there), N rounds here.
+.PHONY: chaos-restart test-systemd
+chaos-restart: all $(BUILD)/tests/restart_test
+	$(Q)$(TEST_ENV) VRAM_CHAOS_N=$(or $(N),100) \
+		$(BUILD)/tests/restart_test --run chaos_sigkill_at_random_points
+
+test-systemd: all
+	$(Q)$(TEST_ENV) tests/system/systemd_run
 
 test-gpu: all $(RUNNER) $(GPU_BIN)
 	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN) tests/gpu/torch_test.py

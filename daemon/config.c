@@ -27,6 +27,7 @@ void config_defaults(struct config *cfg)
 	cfg->metrics.textfile_interval_ms = 15000;
 	cfg->metrics.audit_interval_ms = 15000;
 	cfg->metrics.max_tags = 32;
+	cfg->reattach_grace_ms = 30000;
 }
 
 /* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
@@ -116,6 +117,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions);
 	if (strcmp(key, "max_pools") == 0)
 		return parse_uint(value, 1, 1 << 20, &cfg->max_pools);
+	if (strcmp(key, "reattach_grace_ms") == 0)
+		return parse_uint(value, 0, 86400000, &cfg->reattach_grace_ms);
 	if (strcmp(key, "max_chunks") == 0)
 		return parse_uint(value, 1, WIRE_MAX_FDS - 10, &cfg->max_chunks);
 	if (strcmp(key, "metrics_listen") == 0) {

@@ -29,6 +29,7 @@ struct config {
 	unsigned max_chunks; /* per pool, at most WIRE_MAX_FDS - 10 */
 	unsigned socket_mode;
 	struct metrics_config metrics;
+	unsigned reattach_grace_ms; /* after a restart (recover.h) */
 };
 
 void config_defaults(struct config *cfg);

@@ -27,6 +27,8 @@ static void usage(FILE *f)
 		"      --ack-timeout-ms MS  how long pause/resume wait for mappers\n"
 		"      --metrics-listen ADDR   serve metrics on http://ADDR/metrics\n"
 		"      --metrics-textfile PATH write them there for node_exporter\n"
+		"      --reattach-grace-ms MS  after a restart, how long owners\n"
+		"                           have to come back (docs/operations.md)\n"
 		"  -l, --log-level LEVEL    error, warn, info or debug\n"
 		"  -V, --version            print the version\n"
 		"  -h, --help               this text\n");
@@ -58,6 +60,7 @@ int main(int argc, char **argv)
 		{ "ack-timeout-ms", required_argument, NULL, 4 },
 		{ "metrics-listen", required_argument, NULL, 5 },
 		{ "metrics-textfile", required_argument, NULL, 6 },
+		{ "reattach-grace-ms", required_argument, NULL, 7 },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
@@ -65,7 +68,8 @@ int main(int argc, char **argv)
 	};
 	static const char *const keys[] = { NULL, "host_capacity", "host_devices",
 					    "chunk_max", "ack_timeout_ms",
-					    "metrics_listen", "metrics_textfile" };
+					    "metrics_listen", "metrics_textfile",
+					    "reattach_grace_ms" };
 	struct config cfg;
 	const char *config_path = NULL;
 	struct server srv;
@@ -100,7 +104,7 @@ int main(int argc, char **argv)
 		case 's': key = "socket"; break;
 		case 'b': key = "backend"; break;
 		case 'l': key = "log_level"; break;
-		case 1: case 2: case 3: case 4: case 5: case 6:
+		case 1: case 2: case 3: case 4: case 5: case 6: case 7:
 			key = keys[c];
 			break;
 		default: continue;

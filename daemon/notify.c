@@ -1,8 +1,8 @@
 /* systemd notification. Messages go to $NOTIFY_SOCKET with a non-blocking
  * send of our own: libsystemd's sd_notify() blocks when the receiver's
  * queue is full, and a slow supervisor must never stall the loop that
- * serves pauses. A dropped STATUS= is harmless; READY=1 is the first
- * message and always finds room. Without NOTIFY_SOCKET every call is a
+ * serves pauses. A dropped STATUS= is harmless; READY=1 and the fd
+ * store's messages wait for room (notify_send_fds). Without NOTIFY_SOCKET every call is a
  * no-op, so vramd runs the same by hand, under systemd and in tests (which
  * set NOTIFY_SOCKET to wait for READY=1). libsystemd still tells the
  * watchdog period and the sockets systemd passed. */
@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -55,12 +56,56 @@ static void notify_send(const char *msg)
 		log_debug("sd_notify \"%.20s\" dropped: %s", msg, strerror(errno));
 }
 
+int notify_send_fds(const char *msg, const int *fds, unsigned nfds)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int) * 16)];
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)msg, .iov_len = strlen(msg) };
+	struct msghdr mh = { 0 };
+	int r = notify_open();
+
+	if (r < 0)
+		return r;
+	if (nfds > 16)
+		return -E2BIG;
+	mh.msg_name = &notify_addr;
+	mh.msg_namelen = notify_len;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	if (nfds) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	/* An unconnected datagram socket polls writable whatever the
+	 * receiver's queue holds: wait by the clock instead. */
+	for (int tries = 0; tries < 1000; tries++) {
+		if (sendmsg(notify_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+			return 0;
+		if (errno != EAGAIN && errno != EINTR)
+			return -errno;
+		struct timespec ts = { 0, 1000000 };
+		nanosleep(&ts, NULL);
+	}
+	return -EAGAIN;
+}
+
 void notify_ready(const char *status)
 {
 	char msg[256];
 	snprintf(msg, sizeof(msg), "READY=1\nSTATUS=%s\nMAINPID=%d", status,
 		 (int)getpid());
-	notify_send(msg);
+	/* After a restart the fd store's messages may fill the queue just
+	 * before: READY=1 waits for room like them, it must not be lost. */
+	if (notify_send_fds(msg, NULL, 0) == -EAGAIN)
+		log_warn("sd_notify READY=1 dropped: the receiver's queue is full");
 }
 
 void notify_status(const char *status)
@@ -86,18 +131,4 @@ uint64_t notify_watchdog_usec(void)
 	if (sd_watchdog_enabled(0, &usec) > 0)
 		return usec;
 	return 0;
-}
-
-int notify_listen_fd(void)
-{
-	int n = sd_listen_fds(1);
-	if (n < 0) {
-		log_warn("sd_listen_fds failed; creating our own socket");
-		return -1;
-	}
-	if (n == 0)
-		return -1;
-	if (n > 1)
-		log_warn("systemd passed %d sockets; using the first", n);
-	return SD_LISTEN_FDS_START;
 }

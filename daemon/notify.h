@@ -1,5 +1,5 @@
 /* systemd notification: READY, STATUS, STOPPING, WATCHDOG, and the socket
- * systemd may pass. All of it is a no-op without systemd. */
+ * fd store (fdstore.h). All of it is a no-op without systemd. */
 #ifndef VRAMD_NOTIFY_H
 #define VRAMD_NOTIFY_H
 
@@ -9,9 +9,12 @@ void notify_ready(const char *status);
 void notify_status(const char *status);
 void notify_stopping(void);
 void notify_watchdog(void);
+/* Sends msg with fds (SCM_RIGHTS) to $NOTIFY_SOCKET: the fd store's
+ * FDSTORE=1 and FDSTOREREMOVE=1. Unlike STATUS=, these must not be lost:
+ * when the receiver's queue is full it waits for room, a second at most.
+ * Returns 0, -ENOENT without NOTIFY_SOCKET, or -errno. */
+int notify_send_fds(const char *msg, const int *fds, unsigned nfds);
 /* Watchdog period asked by systemd in microseconds, 0 if none. */
 uint64_t notify_watchdog_usec(void);
-/* The listening socket systemd passed (socket activation), or -1. */
-int notify_listen_fd(void);
 
 #endif

@@ -167,6 +167,14 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 		return;
 	}
 	reserve = (reserve + gran - 1) / gran * gran;
+	if (c->policy == VRAM__POLICY__POLICY_HOST &&
+	    fdstore_room(&srv->store, 1) < 0) {
+		session_reply_error(s, id, ENOSPC,
+				    "the fd store is full: FileDescriptorStoreMax=%u "
+				    "has no room for the backup of pool %s",
+				    srv->store.max, c->name);
+		return;
+	}
 	r = pool_create(++srv->node.next_pool_id, c->name, tag, c->device,
 			c->policy == VRAM__POLICY__POLICY_HOST ? POOL_HOST : POOL_DISCARD,
 			c->flags, reserve, s, &s->who, &p);
@@ -217,7 +225,10 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id,
 				    p->name);
 		return;
 	}
-	if (!p->owner && !ro) {
+	/* A pool rebuilt after a restart waits for its owner's pid
+	 * (recover.h) until the grace period ends; an orphan has none. */
+	if (!p->owner && !ro &&
+	    (p->owner_id.pid == 0 || p->owner_id.pid == s->who.pid)) {
 		log_info("pool %s: pid %u takes over ownership", p->name, s->who.pid);
 		pool_set_owner(p, s, &s->who);
 	}
@@ -240,6 +251,19 @@ static void handle_grow(struct server *srv, struct session *s, uint64_t id,
 	}
 	if (p->owner != s) {
 		session_reply_error(s, id, EPERM, "only the owner grows pool %s", p->name);
+		return;
+	}
+	/* Every chunk goes to the fd store: one it has no room for would be
+	 * lost by a restart, so the grow is refused now instead. */
+	uint64_t chunk_max = srv->cfg.chunk_max ? srv->cfg.chunk_max : 1;
+	uint64_t need = (g->bytes + chunk_max - 1) / chunk_max;
+	if (fdstore_room(&srv->store, need > 1u << 30 ? 1u << 30 : (unsigned)need) < 0) {
+		session_reply_error(s, id, ENOSPC,
+				    "the fd store is full: FileDescriptorStoreMax=%u "
+				    "holds %u fds and pool %s needs %llu more (raise "
+				    "it with FDSTORE; see docs/operations.md)",
+				    srv->store.max, srv->store.n, p->name,
+				    (unsigned long long)need);
 		return;
 	}
 	r = pool_grow(p, srv->node.backend, g->bytes, srv->cfg.chunk_max,

@@ -20,12 +20,23 @@
 #include "notify.h"
 #include "request.h"
 #include "session.h"
+#include "transition.h"
 
 static void server_status_line(struct server *srv, char *buf, size_t len)
 {
 	snprintf(buf, len, "%u sessions, %u pools, %llu MiB held",
 		 srv->n_sessions, srv->node.n_pools,
 		 (unsigned long long)(srv->node.backend->used_bytes >> 20));
+}
+
+/* The server whose fd store session_before_send keeps in step (one per
+ * process). */
+static struct server *server_stored;
+
+static void server_sync(void)
+{
+	if (server_stored)
+		fdstore_sync(&server_stored->store, &server_stored->node);
 }
 
 /* The STATUS= line, pulled from the counts once a second and sent only
@@ -35,6 +46,9 @@ static void server_on_status(uv_timer_t *h)
 	struct server *srv = h->data;
 	char status[sizeof(srv->status)];
 
+	/* Releases done with nobody to tell (a pool dropped with its last
+	 * session) reach the store here at the latest. */
+	fdstore_sync(&srv->store, &srv->node);
 	server_status_line(srv, status, sizeof(status));
 	if (strcmp(status, srv->status) == 0)
 		return;
@@ -67,7 +81,13 @@ static void server_session_close(struct server *srv, struct session *s,
 		}
 	}
 	session_close(s, why);
+	if (srv->store.frozen) {
+		/* Stopping for a restart: its pools stay in the store. */
+		transition_session_gone(&srv->node, s);
+		return;
+	}
 	node_session_gone(&srv->node, s);
+	fdstore_sync(&srv->store, &srv->node);
 }
 
 /* Closes the sessions that broke while sending: those on the list, not a
@@ -399,8 +419,33 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		return r;
 	}
 	srv->node.metrics = &srv->metrics;
-	srv->listen_fd = notify_listen_fd();
-	if (srv->listen_fd >= 0) {
+	fdstore_init(&srv->store);
+	recover_collect(&srv->recover);
+	if (srv->store.on) {
+		uint64_t want = (uint64_t)cfg->max_pools * (cfg->max_chunks + 1) + 3;
+		if (srv->store.max < want)
+			log_warn("fd store: FileDescriptorStoreMax=%u holds fewer "
+				 "fds than max_pools x (max_chunks + 1) + 3 = %llu; "
+				 "grows past it fail with ENOSPC",
+				 srv->store.max, (unsigned long long)want);
+		r = recover_pools(&srv->recover, &srv->node, &srv->store, loop,
+				  cfg->reattach_grace_ms);
+		if (r < 0)
+			log_err("fd store: recovery failed: %s", strerror(-r));
+	} else {
+		if (srv->recover.n_fds)
+			log_warn("%u stored fds passed without FDSTORE set; "
+				 "releasing them", srv->recover.n_fds);
+		recover_fini(&srv->recover);
+	}
+	srv->listen_fd = srv->recover.listen_fd;
+	if (srv->listen_fd >= 0 && srv->recover.listen_ours) {
+		fcntl(srv->listen_fd, F_SETFL, fcntl(srv->listen_fd, F_GETFL) | O_NONBLOCK);
+		srv->listen_fd_ours = true;
+		/* Still in the store: counted against its limit. */
+		fdstore_adopt(&srv->store, "vramd-listen", srv->listen_fd);
+		log_info("listening on the socket the last vramd made");
+	} else if (srv->listen_fd >= 0) {
 		fcntl(srv->listen_fd, F_SETFL, fcntl(srv->listen_fd, F_GETFL) | O_NONBLOCK);
 		fcntl(srv->listen_fd, F_SETFD, FD_CLOEXEC);
 		log_info("listening on the socket systemd passed");
@@ -409,6 +454,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		if (srv->listen_fd < 0) {
 			r = srv->listen_fd;
 			log_err("cannot listen on %s: %s", cfg->socket, strerror(-r));
+			while (srv->node.n_pools)
+				pool_destroy(srv->node.pools[--srv->node.n_pools], b);
 			metrics_stop(&srv->metrics);
 			uv_run(loop, UV_RUN_NOWAIT);
 			metrics_destroy(&srv->metrics);
@@ -419,7 +466,13 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		}
 		srv->listen_fd_ours = true;
 		log_info("listening on %s", cfg->socket);
+		/* Kept in the store, so that clients connecting during a
+		 * restart wait in its backlog instead of being refused. */
+		fdstore_put(&srv->store, "vramd-listen", srv->listen_fd);
 	}
+	server_stored = srv;
+	session_before_send = server_sync;
+	fdstore_sync(&srv->store, &srv->node);
 	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
 	srv->listen_poll.data = srv;
 	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
@@ -453,6 +506,22 @@ int server_run(struct server *srv)
 {
 	uv_run(srv->loop, UV_RUN_DEFAULT);
 
+	if (srv->store.on) {
+		/* The store keeps every pool for the next vramd (a restart)
+		 * or systemd drops it (a stop, which frees everything): either
+		 * way this one lets go without telling anyone. */
+		fdstore_sync(&srv->store, &srv->node);
+		srv->store.frozen = true;
+		log_info("leaving %u pool(s) in the fd store", srv->node.n_pools);
+		while (srv->sessions)
+			server_session_close(srv, srv->sessions, "daemon restarting");
+		while (srv->node.n_pools) {
+			struct pool *p = srv->node.pools[--srv->node.n_pools];
+			transition_pool_dropped(p);
+			pool_destroy(p, srv->node.backend);
+		}
+	}
+	recover_fini(&srv->recover);
 	/* Close every session (dropping their pools), then what is left. */
 	while (srv->sessions)
 		server_session_close(srv, srv->sessions, "daemon stopping");
@@ -479,10 +548,14 @@ void server_fini(struct server *srv)
 {
 	if (srv->listen_fd >= 0) {
 		close(srv->listen_fd);
-		if (srv->listen_fd_ours)
+		/* In the store, the next vramd listens on it still. */
+		if (srv->listen_fd_ours && !srv->store.on)
 			unlink(srv->cfg.socket);
 	}
 	metrics_destroy(&srv->metrics);
+	session_before_send = NULL;
+	server_stored = NULL;
+	fdstore_fini(&srv->store);
 	node_fini(&srv->node);
 	backend_destroy(srv->node.backend);
 	srv->node.backend = NULL;

@@ -12,7 +12,9 @@
 #include "backend.h"
 #include "config.h"
 #include "metrics.h"
+#include "fdstore.h"
 #include "node.h"
+#include "recover.h"
 
 #define VRAMD_VERSION "0.2.0"
 
@@ -41,6 +43,9 @@ struct server {
 	uint64_t next_session_id;
 	uint64_t start_ms;
 	bool stopping;
+
+	struct fdstore store; /* systemd's fd store (fdstore.h) */
+	struct recover recover; /* what the last vramd left (recover.h) */
 };
 
 /* Opens the backend and the socket (or takes systemd's), installs signal

@@ -135,12 +135,17 @@ void session_flush(struct session *s)
 	session_watch(s);
 }
 
+void (*session_before_send)(void);
+
 static void session_send(struct session *s, Vram__ServerMsg *msg,
 			 const int *fds, unsigned nfds)
 {
 	size_t len;
 	uint8_t *buf;
 	int r;
+
+	if (session_before_send)
+		session_before_send();
 
 	if (s->closing || s->broken)
 		return;

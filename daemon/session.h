@@ -41,6 +41,11 @@ struct session {
 	uv_work_t settle;
 };
 
+/* Called before anything is sent to any session (set by the server): the
+ * fd store is brought in step first, so that a client never holds an fd
+ * that a restart would lose. NULL: none. */
+extern void (*session_before_send)(void);
+
 /* Takes an accepted socket (CLOEXEC, non-blocking): reads the peer's
  * credentials and starts watching it for input with on_poll (s is the
  * handle's data). The session owns fd from here on, also on failure.

@@ -342,12 +342,17 @@ int call_run(struct vram_client *c, Vram__Request *req, struct call *call,
 	int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ms() + timeout_ms;
 	int r;
 
+again:
 	call->done = false;
 	call->remote_ok = false;
 	call->err = 0;
 	call->errmsg[0] = '\0';
 	call->msg = NULL;
 	call->next = NULL;
+	if (c->broken && !c->reconnecting &&
+	    c->reconnect && c->reconnect(c) == -ENOTCONN)
+		return error_set(ENOTCONN, "vramd is away (restarting?); "
+					   "reconnecting");
 	if (c->broken)
 		return error_set(EPIPE, "connection to vramd lost");
 	call->id = req->id = call_next_id(c);
@@ -364,6 +369,14 @@ int call_run(struct vram_client *c, Vram__Request *req, struct call *call,
 					 strerror(-r));
 		/* Part of a frame may have gone out: the stream is lost. */
 		call_break(c, r, "writing to vramd failed");
+		/* The daemon never read it: safe to send again once
+		 * reconnected. */
+		if (!c->reconnecting && c->reconnect) {
+			if (c->reconnect && c->reconnect(c) == 0)
+				goto again;
+			return error_set(ENOTCONN, "vramd is away (restarting?); "
+						   "reconnecting");
+		}
 		return error_set(EPIPE, "connection to vramd lost: %s",
 				 strerror(-r));
 	}
@@ -395,6 +408,10 @@ int call_dispatch(struct vram_client *c, int timeout_ms)
 	int64_t deadline = timeout_ms < 0 ? -1 : clock_now_ms() + timeout_ms;
 	int r;
 
+	if (c->broken && !c->reconnecting &&
+	    c->reconnect && c->reconnect(c) == -ENOTCONN)
+		return error_set(ENOTCONN, "vramd is away (restarting?); "
+					   "reconnecting");
 	if (c->broken)
 		return error_set(EPIPE, "connection to vramd lost");
 	if (c->reader)
@@ -414,6 +431,19 @@ static void *call_thread_main(void *arg)
 
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {
+		if (c->broken && !c->reader && !c->reconnecting && c->reconnect) {
+			/* The daemon went away: try again when due, so that
+			 * events are answered once it is back. */
+			int64_t now = clock_now_ms(), due = c->retry_at;
+			if (due > now) {
+				struct timespec ts = { .tv_sec = due / 1000,
+						       .tv_nsec = (due % 1000) * 1000000 };
+				pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+				continue;
+			}
+			c->reconnect(c);
+			continue;
+		}
 		if (c->broken || c->reader) {
 			pthread_cond_wait(&c->cond, &c->lock);
 			continue;

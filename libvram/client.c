@@ -24,6 +24,7 @@
 
 #include "call.h"
 #include "client.h"
+#include "reconnect.h"
 #include "error.h"
 #include "log.h"
 #include "pool.h"
@@ -113,67 +114,6 @@ static void client_free(struct vram_client *c)
 	pthread_mutex_destroy(&c->send_lock);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
-}
-
-static int client_hello(struct vram_client *c)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__Hello hello = VRAM__HELLO__INIT;
-	struct call call = { 0 };
-	int r;
-
-	hello.version = WIRE_PROTOCOL_VERSION;
-	hello.name = c->name;
-	/* The instance this process says it is (a pod, a container), for
-	 * selecting its pools by name across PID namespaces. */
-	const char *instance = getenv("VRAM_INSTANCE");
-	if (instance && *instance)
-		hello.instance = (char *)instance;
-	req.body_case = VRAM__REQUEST__BODY_HELLO;
-	req.hello = &hello;
-	r = call_run(c, &req, &call, CONNECT_TIMEOUT_MS);
-	if (r == -EPROTONOSUPPORT)
-		r = error_set(EPROTO,
-			      "vramd does not speak protocol version %u: %s",
-			      WIRE_PROTOCOL_VERSION, vram_last_error());
-	if (r < 0)
-		goto out;
-	const Vram__Response *resp = call.msg->response;
-	if (resp->body_case != VRAM__RESPONSE__BODY_HELLO || !resp->hello) {
-		r = error_set(EPROTO,
-			      "vramd answered hello with something else");
-		goto out;
-	}
-	const Vram__HelloReply *h = resp->hello;
-	if (h->version != WIRE_PROTOCOL_VERSION) {
-		r = error_set(EPROTO,
-			      "vramd speaks protocol version %u, libvram %u",
-			      h->version, WIRE_PROTOCOL_VERSION);
-		goto out;
-	}
-	snprintf(c->backend, sizeof(c->backend), "%s",
-		 h->backend ? h->backend : "");
-	snprintf(c->daemon_version, sizeof(c->daemon_version), "%s",
-		 h->daemon_version ? h->daemon_version : "");
-	c->session_id = h->session_id;
-	c->max_chunks = h->max_chunks;
-	c->n_devices = 0;
-	for (size_t i = 0; i < h->n_devices && c->n_devices < VRAM_MAX_DEVICES;
-	     i++) {
-		const Vram__DeviceInfo *d = h->devices[i];
-		if (!d)
-			continue;
-		struct client_device *cd = &c->devices[c->n_devices++];
-		cd->index = d->index;
-		snprintf(cd->uuid, sizeof(cd->uuid), "%s",
-			 d->uuid ? d->uuid : "");
-		cd->total_bytes = d->total_bytes;
-		cd->free_bytes = d->free_bytes;
-		cd->granularity = d->granularity;
-	}
-out:
-	call_release(&call);
-	return r;
 }
 
 int client_open(int sock, const char *name, struct vram_client **out)
@@ -308,7 +248,7 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 	if (!out)
 		return error_finish(
 			eg, error_set(EINVAL, "vram_connect: out is required"));
-	if (flags != 0)
+	if (flags & ~(VRAM_CONNECT_RECONNECT | VRAM_CONNECT_WAIT))
 		return error_finish(
 			eg,
 			error_set(EINVAL, "vram_connect: unknown flags 0x%x",
@@ -331,6 +271,12 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 	if (r < 0)
 		return error_finish(eg, r);
 	r = client_open(sock, name, out);
+	if (r == 0) {
+		(*out)->flags = flags;
+		snprintf((*out)->path, sizeof((*out)->path), "%s", path);
+		if (flags)
+			(*out)->reconnect = reconnect_try;
+	}
 	return error_finish(eg, r);
 }
 

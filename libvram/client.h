@@ -59,6 +59,14 @@ struct vram_client {
 	uint32_t max_chunks;
 	unsigned n_devices;
 	struct client_device devices[VRAM_MAX_DEVICES];
+	unsigned flags;		      /* vram_connect's VRAM_CONNECT_* */
+	char path[108];		      /* the socket, to reconnect */
+	bool reconnecting;	      /* a thread is at it (reconnect.c) */
+	unsigned backoff_ms;
+	int64_t retry_at; /* clock_now_ms of the next try, 0: now */
+	/* reconnect_try, set when a flag asks for it: call.c reaches it
+	 * through this pointer (reconnect.c is above call.c). */
+	int (*reconnect)(struct vram_client *c);
 	struct vram_pool *pools;      /* open in this client */
 	struct vram_client *reg_next; /* registry.c */
 };
@@ -68,5 +76,8 @@ struct vram_client {
  * Takes sock in every case (closes it on failure). vram_connect() is this
  * after sock_connect(). */
 int client_open(int sock, const char *name, struct vram_client **out);
+/* Says hello on c's socket and fills what the daemon tells. With c->lock
+ * held. 0 or -errno. */
+int client_hello(struct vram_client *c);
 
 #endif

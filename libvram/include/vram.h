@@ -108,9 +108,16 @@ const char *vram_last_error(void);
 
 /* Connects to vramd. path: the socket, or NULL for $VRAM_SOCKET or
  * VRAM_DEFAULT_SOCKET. name: shown by vramctl (NULL: the program's name).
- * flags: 0. On success *out is a client the caller owns until
+ * flags: 0, or VRAM_CONNECT_RECONNECT: when vramd restarts (its pools
+ * kept in systemd's fd store, docs/operations.md) the client reconnects,
+ * with a backoff of 20 ms doubling to 2 s, and opens its pools again
+ * without remapping them; calls made while vramd is away fail at once
+ * with -ENOTCONN. VRAM_CONNECT_WAIT: the same, but such calls wait for
+ * the reconnection (60 s at most, then -ENOTCONN). On success *out is a client the caller owns until
  * vram_client_close(). Errors: -ENOENT/-ECONNREFUSED no daemon, -EPROTO
  * version mismatch, -EINVAL. */
+#define VRAM_CONNECT_RECONNECT 0x1u
+#define VRAM_CONNECT_WAIT 0x2u
 int vram_connect(const char *path, const char *name, unsigned flags,
 		 vram_client **out);
 

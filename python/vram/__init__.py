@@ -283,11 +283,19 @@ class Client(_Handle):
     Events: a third party (vramctl, an RL controller) may pause a pool this
     process maps; libvram must answer. Call start_thread() once, or poll
     fileno() and call dispatch().
+
+    Restarts: with reconnect=True the client reconnects by itself when
+    vramd comes back from a restart (its pools kept in systemd's fd
+    store) and opens its pools again without remapping them; calls made
+    meanwhile raise VramError with errno ENOTCONN, or with wait=True wait
+    for the daemon (60 s at most). See docs/operations.md.
     """
 
-    def __init__(self, socket=None, name=None):
+    def __init__(self, socket=None, name=None, reconnect=False, wait=False):
         h = c_void_p()
-        r = _lib.lib.vram_connect(_lib.encode(socket), _lib.encode(name), 0, byref(h))
+        flags = (_lib.CONNECT_RECONNECT if reconnect else 0) | (
+            _lib.CONNECT_WAIT if wait else 0)
+        r = _lib.lib.vram_connect(_lib.encode(socket), _lib.encode(name), flags, byref(h))
         _check(r, "vram_connect")
         self._h = h.value
         self._lock = threading.Lock()

@@ -48,6 +48,8 @@ POLICY_DISCARD, POLICY_HOST = 0, 1
 STATE_ACTIVE, STATE_PAUSING, STATE_PAUSED, STATE_RESUMING = 0, 1, 2, 3
 STATE_INVALID = -1  # vram_pool_state() on a closed or unknown handle
 POOL_PERSIST = 0x1
+CONNECT_RECONNECT = 0x1  # vram.h's VRAM_CONNECT_RECONNECT
+CONNECT_WAIT = 0x2  # VRAM_CONNECT_WAIT
 OPEN_READONLY = 0x1
 MAX_DEVICES = 16
 # The first libvram whose structs start with their size (the layouts below).

@@ -70,7 +70,30 @@ struct spawn_opts {
 	const char *const *envp; /* NULL: this process's environment */
 	int stdin_fd, stdout_fd, stderr_fd; /* -1: inherit */
 	int death_sig;			    /* 0: none */
+	/* Passed as systemd passes fds: pass[i] becomes fd 3 + i, and the
+	 * pid is written into listen_pid (an entry of envp,
+	 * "LISTEN_PID=" and room for the digits). Every pass[i] is at
+	 * 3 + n_pass or above. */
+	const int *pass;
+	unsigned n_pass;
+	char *listen_pid;
 };
+
+/* Writes "LISTEN_PID=pid" into buf without allocating (after a fork). */
+static void write_listen_pid(char *buf, pid_t pid)
+{
+	char digits[16];
+	int n = 0;
+
+	memcpy(buf, "LISTEN_PID=", 11);
+	do {
+		digits[n++] = (char)('0' + pid % 10);
+		pid /= 10;
+	} while (pid && n < 15);
+	for (int i = 0; i < n; i++)
+		buf[11 + i] = digits[n - 1 - i];
+	buf[11 + n] = '\0';
+}
 
 /* In the child, between fork and exec: the parent may have threads, so
  * nothing here allocates or takes a lock. */
@@ -100,6 +123,19 @@ static void spawn_child(const char *const argv[], const struct spawn_opts *o,
 	    (o->stdout_fd >= 0 && dup2(o->stdout_fd, 1) < 0) ||
 	    (o->stderr_fd >= 0 && dup2(o->stderr_fd, 2) < 0))
 		goto fail;
+	if (o->n_pass) {
+		/* The error pipe must not sit where a passed fd goes. */
+		if (err_fd < 3 + (int)o->n_pass) {
+			int e = fcntl(err_fd, F_DUPFD_CLOEXEC, 3 + (int)o->n_pass);
+			if (e < 0)
+				goto fail;
+			err_fd = e;
+		}
+		for (unsigned i = 0; i < o->n_pass; i++)
+			if (dup2(o->pass[i], 3 + (int)i) < 0)
+				goto fail;
+		write_listen_pid(o->listen_pid, getpid());
+	}
 	execvpe(argv[0], (char *const *)argv,
 		(char *const *)(o->envp ? o->envp :
 					  (const char *const *)environ));
@@ -447,6 +483,9 @@ static void daemon_cleanup(struct harness_daemon *d)
 	if (d->notify_fd >= 0)
 		close(d->notify_fd);
 	d->notify_fd = -1;
+	if (d->store_ctl >= 0)
+		close(d->store_ctl);
+	d->store_ctl = -1;
 	if (env && strcmp(env, d->socket) == 0)
 		unsetenv("VRAM_SOCKET");
 	nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
@@ -494,6 +533,234 @@ static pid_t notify_collector(int sock, int logfd)
 		/* O_APPEND: one write per record, never interleaved. */
 		if (write(logfd, buf, (size_t)n + 1) != n + 1)
 			_exit(1);
+	}
+}
+
+/* ---- the fd store (store mode) ------------------------------------------- */
+
+#define STORE_MAX_FDS 8192
+
+struct store {
+	int fd[STORE_MAX_FDS];
+	char name[STORE_MAX_FDS][64];
+	unsigned n;
+};
+
+/* A notify message's value for key ("FDNAME="), into out. */
+static bool notify_field(const char *msg, const char *key, char *out,
+			 size_t cap)
+{
+	size_t kl = strlen(key);
+	for (const char *l = msg; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, key, kl) != 0)
+			continue;
+		const char *v = l + kl, *e = strchr(v, '\n');
+		size_t n = e ? (size_t)(e - v) : strlen(v);
+		if (n >= cap)
+			n = cap - 1;
+		memcpy(out, v, n);
+		out[n] = '\0';
+		return true;
+	}
+	return false;
+}
+
+static void store_drop_all(struct store *st)
+{
+	for (unsigned i = 0; i < st->n; i++)
+		close(st->fd[i]);
+	st->n = 0;
+}
+
+/* What systemd does with a datagram's fds: keeps them for FDSTORE=1 (up
+ * to max), closes them otherwise. Returns false when the store was full. */
+static bool store_take(struct store *st, unsigned max, const char *msg,
+		       const int *fds, unsigned n)
+{
+	char name[64] = "stored";
+	bool store = strstr(msg, "FDSTORE=1") &&
+		     (msg == strstr(msg, "FDSTORE=1") || strstr(msg, "\nFDSTORE=1"));
+	bool ok = true;
+
+	notify_field(msg, "FDNAME=", name, sizeof(name));
+	if (strstr(msg, "FDSTOREREMOVE=1")) {
+		for (unsigned i = 0; i < st->n;) {
+			if (strcmp(st->name[i], name) == 0) {
+				close(st->fd[i]);
+				st->fd[i] = st->fd[st->n - 1];
+				memcpy(st->name[i], st->name[st->n - 1], 64);
+				st->n--;
+				continue;
+			}
+			i++;
+		}
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (store && st->n < max && st->n < STORE_MAX_FDS) {
+			st->fd[st->n] = fds[i];
+			memcpy(st->name[st->n], name, 64);
+			st->n++;
+			continue;
+		}
+		if (store)
+			ok = false;
+		close(fds[i]);
+	}
+	return ok;
+}
+
+/* Receives one datagram with its fds (at most 16). */
+static ssize_t recv_fds(int sock, char *buf, size_t cap, int *fds,
+			unsigned *nfds)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int) * 16)];
+	} ctl;
+	struct iovec iov = { .iov_base = buf, .iov_len = cap };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b) };
+	ssize_t n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+
+	*nfds = 0;
+	if (n < 0)
+		return n;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		unsigned k = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		memcpy(fds + *nfds, CMSG_DATA(c), k * sizeof(int));
+		*nfds += k;
+	}
+	return n;
+}
+
+static int send_fd(int sock, const char *msg, size_t len, int fd)
+{
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct iovec iov = { .iov_base = (void *)msg, .iov_len = len ? len : 1 };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	char empty = 0;
+
+	if (!len)
+		iov.iov_base = &empty;
+	if (fd >= 0) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.b;
+		mh.msg_controllen = sizeof(ctl.b);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &mh, MSG_NOSIGNAL) < 0 ? -errno : 0;
+}
+
+/* A control request: 'G' sends every fd with its name, then an empty
+ * message; 'L' the names; 'P' + name (with an fd) stores one; 'D' drops
+ * them all. */
+static void store_control(struct store *st, int ctl)
+{
+	static char buf[STORE_MAX_FDS * 65 + 16];
+	int fds[16];
+	unsigned nfds;
+	ssize_t n = recv_fds(ctl, buf, sizeof(buf) - 1, fds, &nfds);
+
+	if (n <= 0)
+		_exit(0); /* the test is gone */
+	buf[n] = '\0';
+	switch (buf[0]) {
+	case 'G':
+		for (unsigned i = 0; i < st->n; i++)
+			send_fd(ctl, st->name[i], strlen(st->name[i]), st->fd[i]);
+		send_fd(ctl, "", 0, -1);
+		break;
+	case 'L': {
+		size_t off = 0;
+		for (unsigned i = 0; i < st->n; i++)
+			off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+						"%s\n", st->name[i]);
+		send_fd(ctl, buf, off, -1);
+		break;
+	}
+	case 'P':
+		if (nfds == 1 && st->n < STORE_MAX_FDS) {
+			st->fd[st->n] = fds[0];
+			memset(st->name[st->n], 0, 64);
+			memcpy(st->name[st->n], buf + 1, strnlen(buf + 1, 63));
+			st->n++;
+			nfds = 0;
+		}
+		send_fd(ctl, "ok", 2, -1);
+		break;
+	case 'D':
+		store_drop_all(st);
+		send_fd(ctl, "ok", 2, -1);
+		break;
+	}
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]);
+}
+
+/* The store-mode collector: notify.log as notify_collector writes it, and
+ * the fd store, answering the test on ctl. */
+static pid_t store_collector(int sock, int logfd, int ctl, unsigned max)
+{
+	pid_t parent = getpid();
+	static char buf[NOTIFY_MAX + 1];
+	static struct store st;
+	pid_t pid = fork();
+
+	if (pid != 0)
+		return pid < 0 ? -errno : pid;
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+		_exit(1);
+	int keep[3] = { sock, logfd, ctl }, lo = 0;
+	for (int i = 0; i < 3; i++)
+		for (int j = i + 1; j < 3; j++)
+			if (keep[j] < keep[i]) {
+				int t = keep[i];
+				keep[i] = keep[j];
+				keep[j] = t;
+			}
+	for (int i = 0; i < 3; i++) {
+		if (keep[i] > lo)
+			close_range((unsigned)lo, (unsigned)keep[i] - 1, 0);
+		lo = keep[i] + 1;
+	}
+	close_range((unsigned)lo, ~0u, 0);
+	st.n = 0;
+	for (;;) {
+		struct pollfd p[2] = { { .fd = sock, .events = POLLIN },
+				       { .fd = ctl, .events = POLLIN } };
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			_exit(1);
+		if (p[1].revents)
+			store_control(&st, ctl);
+		if (!(p[0].revents & POLLIN))
+			continue;
+		int fds[16];
+		unsigned nfds;
+		ssize_t n = recv_fds(sock, buf, NOTIFY_MAX, fds, &nfds);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n < 0)
+			_exit(1);
+		buf[n] = '\0';
+		if (write(logfd, buf, (size_t)n + 1) != n + 1)
+			_exit(1);
+		if (!store_take(&st, max, buf, fds, nfds)) {
+			char rec[128];
+			char name[64] = "stored";
+			notify_field(buf, "FDNAME=", name, sizeof(name));
+			int k = snprintf(rec, sizeof(rec), "HARNESS-FDSTORE-FULL %s", name);
+			if (write(logfd, rec, (size_t)k + 1) != k + 1)
+				_exit(1);
+		}
 	}
 }
 
@@ -619,7 +886,18 @@ static int daemon_notify_start(struct harness_daemon *d)
 		goto close_sock;
 	}
 	d->notify_off = 0;
-	d->collector = notify_collector(sock, logfd);
+	if (d->store_max) {
+		int sp[2];
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+			err = -errno;
+			goto close_sock;
+		}
+		d->collector = store_collector(sock, logfd, sp[1], d->store_max);
+		close(sp[1]);
+		d->store_ctl = sp[0];
+	} else {
+		d->collector = notify_collector(sock, logfd);
+	}
 	err = d->collector < 0 ? d->collector : 0;
 
 close_sock:
@@ -632,18 +910,21 @@ close_sock:
 
 /* The environment for the daemon: ours, with NOTIFY_SOCKET pointing at the
  * harness, and without what would make it think systemd started it in
- * some other way. A test may set WATCHDOG_USEC before starting it. */
-static const char **daemon_env(const char *notify_var)
+ * some other way; extra (NULL-terminated, or NULL) is added. A test may
+ * set WATCHDOG_USEC before starting it. */
+static const char **daemon_env(const char *notify_var, const char *const *extra)
 {
 	static const char *const drop[] = { "NOTIFY_SOCKET=", "LISTEN_FDS=",
 					    "LISTEN_PID=", "LISTEN_FDNAMES=",
-					    "WATCHDOG_PID=" };
-	size_t n = 0, k = 0;
+					    "WATCHDOG_PID=", "FDSTORE=" };
+	size_t n = 0, k = 0, x = 0;
 	const char **env;
 
 	while (environ[n])
 		n++;
-	env = calloc(n + 2, sizeof(*env));
+	while (extra && extra[x])
+		x++;
+	env = calloc(n + x + 2, sizeof(*env));
 	if (!env)
 		return NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -655,32 +936,73 @@ static const char **daemon_env(const char *notify_var)
 			env[k++] = environ[i];
 	}
 	env[k++] = notify_var;
+	for (size_t i = 0; i < x; i++)
+		env[k++] = extra[i];
 	env[k] = NULL;
 	return env;
 }
 
-int harness_daemon_start(struct harness_daemon *d,
-			 const char *const extra_args[])
+/* Takes every fd of the store from the collector, each moved to min or
+ * above; names joined with ':' into names. Returns the count or -errno. */
+static int store_get(struct harness_daemon *d, int *fds, unsigned cap,
+		     char *names, size_t names_cap, int min)
+{
+	char buf[128];
+	unsigned n = 0;
+	size_t off = 0;
+	int r;
+
+	names[0] = '\0';
+	r = send_fd(d->store_ctl, "G", 1, -1);
+	if (r < 0)
+		return r;
+	for (;;) {
+		int got[16];
+		unsigned k;
+		ssize_t len;
+		struct pollfd p = { .fd = d->store_ctl, .events = POLLIN };
+		if (poll(&p, 1, DAEMON_TIMEOUT_MS) <= 0)
+			return -ETIMEDOUT;
+		len = recv_fds(d->store_ctl, buf, sizeof(buf) - 1, got, &k);
+		if (len < 0)
+			return -errno;
+		buf[len] = '\0';
+		if (k == 0)
+			break; /* the end */
+		if (n == cap) {
+			close(got[0]);
+			continue;
+		}
+		fds[n] = fcntl(got[0], F_DUPFD_CLOEXEC, min);
+		close(got[0]);
+		if (fds[n] < 0)
+			return -errno;
+		off += (size_t)snprintf(names + off, names_cap - off, "%s%s",
+					n ? ":" : "", buf);
+		n++;
+	}
+	return (int)n;
+}
+
+/* Execs the daemon for d (a fresh start or a restart) and waits for its
+ * READY=1. Returns 0 or -errno (the daemon killed and reaped). */
+static int daemon_launch(struct harness_daemon *d, bool restart)
 {
 	const char *bin = getenv("VRAMD_BIN");
-	const char *argv[8 + MAX_EXTRA_ARGS];
+	const char *argv[8 + MAX_HARNESS_ARGS];
 	struct spawn_opts o = { .stderr_fd = -1, .death_sig = SIGKILL };
 	char notify_var[sizeof("NOTIFY_SOCKET=") + sizeof(d->notify)];
+	static char fdstore_var[32], listen_fds[32], listen_pid[32];
+	static char listen_names[STORE_MAX_FDS * 65 + 32];
+	static int pass[STORE_MAX_FDS];
+	const char *extra_env[5] = { NULL };
 	const char **env = NULL;
 	size_t n = 0;
-	int err, logfd = -1, nullfd = -1;
-	bool spawned = false;
+	int err, logfd = -1, nullfd = -1, npass = 0;
 	pid_t pid;
 
-	if (!d)
-		return -EINVAL;
-	memset(d, 0, sizeof(*d));
-	d->pid = -1;
-	d->notify_fd = -1;
-	d->collector = -1;
 	if (!bin || !bin[0])
 		bin = "build/vramd";
-
 	argv[n++] = bin;
 	argv[n++] = "--socket";
 	argv[n++] = d->socket;
@@ -688,34 +1010,46 @@ int harness_daemon_start(struct harness_daemon *d,
 	argv[n++] = "host";
 	argv[n++] = "--log-level";
 	argv[n++] = "debug";
-	for (size_t i = 0; extra_args && extra_args[i]; i++) {
-		if (n == sizeof(argv) / sizeof(argv[0]) - 1)
-			return -E2BIG;
-		argv[n++] = extra_args[i];
-	}
+	for (unsigned i = 0; i < d->n_args; i++)
+		argv[n++] = d->args[i];
 	argv[n] = NULL;
 
-	err = daemon_make_dir(d);
-	if (err < 0) {
-		fprintf(stderr, "harness: temporary directory: %s\n",
-			strerror(-err));
-		return err;
+	if (d->store_max) {
+		size_t k = 0;
+		snprintf(fdstore_var, sizeof(fdstore_var), "FDSTORE=%u", d->store_max);
+		extra_env[k++] = fdstore_var;
+		if (restart) {
+			memcpy(listen_names, "LISTEN_FDNAMES=", 15);
+			npass = store_get(d, pass, STORE_MAX_FDS, listen_names + 15,
+					  sizeof(listen_names) - 15, STORE_MAX_FDS + 16);
+			if (npass < 0)
+				return npass;
+			if (npass) {
+				snprintf(listen_fds, sizeof(listen_fds),
+					 "LISTEN_FDS=%d", npass);
+				snprintf(listen_pid, sizeof(listen_pid),
+					 "LISTEN_PID=0000000000");
+				extra_env[k++] = listen_fds;
+				extra_env[k++] = listen_names;
+				extra_env[k++] = listen_pid;
+				o.pass = pass;
+				o.n_pass = (unsigned)npass;
+				o.listen_pid = listen_pid;
+			}
+		}
 	}
-	err = daemon_notify_start(d);
-	if (err < 0)
-		goto fail;
 	snprintf(notify_var, sizeof(notify_var), "NOTIFY_SOCKET=%s", d->notify);
-	env = daemon_env(notify_var);
+	env = daemon_env(notify_var, extra_env);
 	if (!env) {
 		err = -ENOMEM;
-		goto fail;
+		goto out;
 	}
 	logfd = open(d->log,
-		     O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+		     O_WRONLY | O_CREAT | O_APPEND | (restart ? 0 : O_TRUNC) | O_CLOEXEC, 0644);
 	nullfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (logfd < 0 || nullfd < 0) {
 		err = -errno;
-		goto fail;
+		goto out;
 	}
 	o.envp = env;
 	o.stdin_fd = nullfd;
@@ -726,26 +1060,11 @@ int harness_daemon_start(struct harness_daemon *d,
 		err = pid;
 		fprintf(stderr, "harness: cannot run %s: %s (set VRAMD_BIN)\n",
 			bin, strerror(-err));
-		goto fail;
+		goto out;
 	}
 	d->pid = pid;
-	spawned = true;
-
 	err = harness_wait_notify(d, "READY=1", DAEMON_TIMEOUT_MS);
-	if (err < 0)
-		goto fail;
-	if (setenv("VRAM_SOCKET", d->socket, 1) < 0) {
-		err = -errno;
-		goto fail;
-	}
-	live_add(d);
-	close(logfd);
-	close(nullfd);
-	free(env);
-	return 0;
-
-fail:
-	if (spawned) {
+	if (err < 0) {
 		if (d->pid > 0)
 			kill(d->pid, SIGKILL);
 		daemon_reap(d, true);
@@ -755,13 +1074,140 @@ fail:
 			strerror(-err), d->status, d->log,
 			harness_daemon_log(d));
 	}
+out:
+	/* Our copies: the daemon has its own, systemd's store (the
+	 * collector) the originals. */
+	for (int i = 0; i < npass; i++)
+		close(pass[i]);
 	if (logfd >= 0)
 		close(logfd);
 	if (nullfd >= 0)
 		close(nullfd);
 	free(env);
-	daemon_cleanup(d);
 	return err;
+}
+
+int harness_daemon_start_store(struct harness_daemon *d,
+			       const char *const extra_args[],
+			       unsigned store_max)
+{
+	int err;
+
+	if (!d)
+		return -EINVAL;
+	memset(d, 0, sizeof(*d));
+	d->pid = -1;
+	d->notify_fd = -1;
+	d->store_ctl = -1;
+	d->collector = -1;
+	d->store_max = store_max;
+	for (size_t i = 0; extra_args && extra_args[i]; i++) {
+		if (d->n_args == MAX_HARNESS_ARGS)
+			return -E2BIG;
+		snprintf(d->args[d->n_args++], sizeof(d->args[0]), "%s",
+			 extra_args[i]);
+	}
+	err = daemon_make_dir(d);
+	if (err < 0) {
+		fprintf(stderr, "harness: temporary directory: %s\n",
+			strerror(-err));
+		return err;
+	}
+	err = daemon_notify_start(d);
+	if (err == 0)
+		err = daemon_launch(d, false);
+	if (err == 0 && setenv("VRAM_SOCKET", d->socket, 1) < 0)
+		err = -errno;
+	if (err < 0) {
+		if (d->pid > 0) {
+			kill(d->pid, SIGKILL);
+			daemon_reap(d, true);
+		}
+		daemon_cleanup(d);
+		return err;
+	}
+	live_add(d);
+	return 0;
+}
+
+int harness_daemon_start(struct harness_daemon *d,
+			 const char *const extra_args[])
+{
+	return harness_daemon_start_store(d, extra_args, 0);
+}
+
+int harness_daemon_restart(struct harness_daemon *d,
+			   const char *const extra_args[])
+{
+	if (!d || !d->dir[0] || !d->store_max)
+		return -EINVAL;
+	if (d->pid > 0)
+		return -EBUSY;
+	if (extra_args) {
+		d->n_args = 0;
+		for (size_t i = 0; extra_args[i]; i++) {
+			if (d->n_args == MAX_HARNESS_ARGS)
+				return -E2BIG;
+			snprintf(d->args[d->n_args++], sizeof(d->args[0]),
+				 "%s", extra_args[i]);
+		}
+	}
+	int err = daemon_launch(d, true);
+	if (err == 0) {
+		struct live_daemon *l = live_find(d->dir);
+		if (l)
+			l->pid = d->pid;
+	}
+	return err;
+}
+
+static int store_ask(struct harness_daemon *d, const char *req, size_t len,
+		     int fd, char *out, size_t cap)
+{
+	int got[16];
+	unsigned k;
+	static char buf[STORE_MAX_FDS * 65 + 16];
+
+	if (!d || d->store_ctl < 0)
+		return -EINVAL;
+	int r = send_fd(d->store_ctl, req, len, fd);
+	if (r < 0)
+		return r;
+	struct pollfd p = { .fd = d->store_ctl, .events = POLLIN };
+	if (poll(&p, 1, DAEMON_TIMEOUT_MS) <= 0)
+		return -ETIMEDOUT;
+	ssize_t n = recv_fds(d->store_ctl, buf, sizeof(buf) - 1, got, &k);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	for (unsigned i = 0; i < k; i++)
+		close(got[i]);
+	if (out && cap) {
+		snprintf(out, cap, "%s", buf);
+	}
+	int lines = 0;
+	for (ssize_t i = 0; i < n; i++)
+		lines += buf[i] == '\n';
+	return lines;
+}
+
+int harness_store_list(struct harness_daemon *d, char *out, size_t cap)
+{
+	return store_ask(d, "L", 1, -1, out, cap);
+}
+
+int harness_store_put(struct harness_daemon *d, const char *name, int fd)
+{
+	char req[80];
+	int n = snprintf(req, sizeof(req), "P%s", name);
+	int r = store_ask(d, req, (size_t)n, fd, NULL, 0);
+	return r < 0 ? r : 0;
+}
+
+int harness_store_drop(struct harness_daemon *d)
+{
+	int r = store_ask(d, "D", 1, -1, NULL, 0);
+	return r < 0 ? r : 0;
 }
 
 /* With VRAM_KEEP_LOGS set to a directory, the daemon's log is appended to

@@ -21,6 +21,8 @@
  * holds only net.unix.max_dgram_qlen (often 10) unread messages, and a
  * daemon whose STATUS= and WATCHDOG=1 nobody reads would block in
  * sd_notify() in the middle of a long test. */
+#define MAX_HARNESS_ARGS 16
+
 struct harness_daemon {
 	pid_t pid;	    /* -1 once reaped */
 	char dir[256];	    /* temporary directory, removed by stop */
@@ -31,6 +33,10 @@ struct harness_daemon {
 	int64_t notify_off; /* how much of it harness_wait_notify() consumed */
 	pid_t collector;    /* the process filling notify.log; -1: none */
 	int status;	    /* exit status once reaped (see harness_wait) */
+	unsigned store_max; /* fd store mode: FileDescriptorStoreMax, or 0 */
+	int store_ctl;	    /* the collector's control socket; -1: none */
+	char args[MAX_HARNESS_ARGS][128]; /* extra_args, kept for restarts */
+	unsigned n_args;
 };
 
 /* Starts $VRAMD_BIN (default "build/vramd") with
@@ -51,6 +57,38 @@ struct harness_daemon {
  * On success call harness_daemon_stop() once done with it. */
 int harness_daemon_start(struct harness_daemon *d,
 			 const char *const extra_args[]);
+
+/* The same, with the daemon's fd store kept as systemd keeps it: the
+ * collector also takes the fds of FDSTORE=1 messages (named by FDNAME=,
+ * "stored" without), drops those named by FDSTOREREMOVE=1, refuses more
+ * than store_max (the datagram's fds are closed, and a record
+ * "HARNESS-FDSTORE-FULL NAME" goes to notify.log), and keeps them across
+ * restarts. The daemon gets FDSTORE=store_max in its environment. Stopping
+ * (harness_daemon_stop) drops the store, as systemd does on a stop. */
+int harness_daemon_start_store(struct harness_daemon *d,
+			       const char *const extra_args[],
+			       unsigned store_max);
+
+/* Starts the next vramd of a store-mode daemon that has exited (killed
+ * and reaped with harness_daemon_wait): the same directory, socket, notify
+ * socket and arguments (extra_args, when not NULL, replace the extra ones;
+ * VRAMD_BIN is read again, so a test can upgrade the binary), with every
+ * stored fd passed as systemd passes them: at fd 3 on, LISTEN_FDS,
+ * LISTEN_FDNAMES, and LISTEN_PID set to the child's pid after the fork.
+ * Waits for READY=1. Returns 0 or -errno (-EBUSY: the daemon still runs). */
+int harness_daemon_restart(struct harness_daemon *d,
+			   const char *const extra_args[]);
+
+/* The names of the fds in the store, one per line, into out; returns their
+ * count or -errno. */
+int harness_store_list(struct harness_daemon *d, char *out, size_t cap);
+
+/* Puts fd into the store under name, as if the daemon had stored it (a
+ * table written by an older vramd). 0 or -errno. */
+int harness_store_put(struct harness_daemon *d, const char *name, int fd);
+
+/* Drops every fd of the store, as systemd does when the service stops. */
+int harness_store_drop(struct harness_daemon *d);
 
 /* Sends SIGTERM, waits up to 10 s for the daemon to exit (then SIGKILL),
  * closes the notify socket and removes the temporary directory. Returns

@@ -134,7 +134,7 @@ TEST(connect_by_path_by_env_and_failures)
 	ASSERT(c == NULL);
 	ASSERT(strstr(vram_last_error(), path) != NULL);
 	unsetenv("VRAM_SOCKET");
-	ASSERT_EQ(vram_connect(path, "x", 1, &c), -EINVAL);
+	ASSERT_EQ(vram_connect(path, "x", 0x100, &c), -EINVAL);
 	ASSERT_EQ(vram_connect(path, "x", 0, NULL), -EINVAL);
 	char longname[300];
 	memset(longname, 'a', sizeof(longname) - 1);
