@@ -19,6 +19,7 @@ struct config {
 	unsigned max_pools;
 	unsigned max_chunks; /* per pool, at most WIRE_MAX_FDS - 10 */
 	unsigned socket_mode;
+	char backup_dir[256]; /* disk-policy backups; "" refuses the policy */
 };
 
 void config_defaults(struct config *cfg);

@@ -16,6 +16,10 @@
 #include "registry.h"
 #include "suballoc.h"
 
+/* Every pool creation flag this libvram knows. */
+#define VRAM_POOL_FLAGS_ALL_ \
+	(VRAM_POOL_PERSIST | VRAM_POOL_RETAIN_BACKUP | VRAM_POOL_PAGEABLE_BACKUP)
+
 #define GROW_MIN (64ull << 20)	   /* a pool grows by at least 64 MiB */
 #define GROW_MAX_STEP (1ull << 30) /* and geometrically up to 1 GiB */
 
@@ -61,13 +65,13 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 	    (r = check_name("pool tag", opts->tag, TAG_MAX_LEN, false)) < 0)
 		return error_finish(eg, r);
 	if (opts->policy != VRAM_POLICY_DISCARD &&
-	    opts->policy != VRAM_POLICY_HOST)
+	    opts->policy != VRAM_POLICY_HOST && opts->policy != VRAM_POLICY_DISK)
 		return error_finish(eg, error_set(EINVAL, "unknown policy %d",
 						  (int)opts->policy));
-	if (opts->flags & ~VRAM_POOL_PERSIST)
+	if (opts->flags & ~VRAM_POOL_FLAGS_ALL_)
 		return error_finish(
 			eg, error_set(EINVAL, "unknown pool flags 0x%x",
-				      opts->flags & ~VRAM_POOL_PERSIST));
+				      opts->flags & ~VRAM_POOL_FLAGS_ALL_));
 	r = registry_client_enter(c);
 	if (r < 0)
 		return error_finish(eg, r);

@@ -107,9 +107,10 @@ static int ls_print_text(const struct vram_pool_info *pools, size_t n,
 		{ "NAME", TABLE_LEFT },	  { "OWNER", TABLE_LEFT },
 		{ "TAG", TABLE_LEFT },	  { "DEV", TABLE_RIGHT },
 		{ "STATE", TABLE_LEFT },  { "BYTES", TABLE_RIGHT },
-		{ "POLICY", TABLE_LEFT }, { "MAPPERS", TABLE_RIGHT },
+		{ "POLICY", TABLE_LEFT }, { "BACKUP", TABLE_RIGHT },
+		{ "MAPPERS", TABLE_RIGHT },
 	};
-	char owner[CTL_FMT_MAX], size[CTL_FMT_MAX];
+	char owner[CTL_FMT_MAX], size[CTL_FMT_MAX], held[CTL_FMT_MAX];
 	struct table *t;
 	int r;
 
@@ -131,6 +132,13 @@ static int ls_print_text(const struct vram_pool_info *pools, size_t n,
 		table_cell(t, "%s", fmt_state(p->state));
 		table_cell(t, "%s", fmt_bytes(p->bytes, size, sizeof(size)));
 		table_cell(t, "%s", fmt_policy(p->policy));
+		/* What the backup holds now (its pages or blocks), not what
+		 * it would hold: "-" for a pool with no backup. */
+		if (p->policy == VRAM_POLICY_DISCARD)
+			table_cell(t, "-");
+		else
+			table_cell(t, "%s",
+				   fmt_bytes(p->backup_bytes, held, sizeof(held)));
 		table_cell(t, "%" PRIu32, p->n_mappers);
 	}
 	r = table_print(t, stdout, 0);

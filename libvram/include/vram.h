@@ -163,6 +163,9 @@ int vram_client_start_thread(vram_client *c);
 enum vram_policy {
 	VRAM_POLICY_DISCARD = 0, /* content dropped on pause (KV cache) */
 	VRAM_POLICY_HOST = 1,    /* content kept in host memory (weights) */
+	VRAM_POLICY_DISK = 2,    /* content kept in a file vramd owns in its
+				  * backup_dir (vramd.conf); -ENOTSUP when the
+				  * daemon has none */
 };
 
 enum vram_state {
@@ -176,6 +179,15 @@ enum vram_state {
 
 /* Pool creation flags. */
 #define VRAM_POOL_PERSIST 0x1u /* outlives its owner's session; re-open it */
+/* Backup flags (host and disk policies). By default a backup's pages go
+ * back to the OS (or the file system) once a resume has restored the pool
+ * and every mapper maps it; RETAIN_BACKUP keeps them, so the next pause
+ * writes without allocating and the backup stays readable while active. */
+#define VRAM_POOL_RETAIN_BACKUP 0x2u
+/* The host backup is not registered (pinned) with the driver: copies run
+ * from pageable memory, slower, and no host memory is pinned. A disk
+ * backup is never registered. */
+#define VRAM_POOL_PAGEABLE_BACKUP 0x4u
 
 /* Open flags. */
 #define VRAM_OPEN_READONLY 0x1u
@@ -373,6 +385,9 @@ struct vram_stats {
 	uint64_t uptime_ms;
 	unsigned n_devices;    /* devices[] entries filled */
 	struct vram_device_info devices[VRAM_MAX_DEVICES];
+	uint64_t disk_backup_bytes; /* disk bytes in backup files (since
+				     * 0.2: beyond an older size, left as the
+				     * caller set it) */
 };
 
 #define VRAM_STATS_INIT VRAM_SIZED_INIT_(struct vram_stats)

@@ -96,6 +96,7 @@ class State(enum.IntEnum):
 class Policy(enum.IntEnum):
     DISCARD = _lib.POLICY_DISCARD  # content dropped on pause (KV cache)
     HOST = _lib.POLICY_HOST  # content kept in host memory (weights)
+    DISK = _lib.POLICY_DISK  # content kept in a file vramd owns (backup_dir)
 
     def __str__(self):
         return self.name.lower()
@@ -188,6 +189,7 @@ class Stats:
     open_fds: int
     uptime_ms: int
     devices: List[DeviceInfo]
+    disk_backup_bytes: int = 0
 
 
 @dataclass
@@ -350,10 +352,15 @@ class Client:
         reserve_bytes=0,
         persist=False,
         policy=None,
+        retain_backup=False,
+        pageable_backup=False,
     ):
         """Creates a pool this client owns. backup=True (or policy
-        Policy.HOST) keeps its content in host memory across a pause;
-        otherwise a pause discards it. reserve_bytes: the virtual range
+        Policy.HOST) keeps its content in host memory across a pause,
+        Policy.DISK in a file vramd owns; otherwise a pause discards it.
+        retain_backup: the backup keeps its pages after a resume (else
+        they go back to the OS). pageable_backup: a host backup is not
+        pinned with the driver. reserve_bytes: the virtual range
         (0: the device's size). persist: the pool outlives this client.
         device: the daemon's index, or a UUID string ("GPU-...", as
         `vramctl status` and `nvidia-smi -L` print it)."""
@@ -373,7 +380,11 @@ class Client:
         o.device = int(device)
         o.policy = int(policy)
         o.reserve_bytes = int(reserve_bytes)
-        o.flags = _lib.POOL_PERSIST if persist else 0
+        o.flags = (
+            (_lib.POOL_PERSIST if persist else 0)
+            | (_lib.POOL_RETAIN_BACKUP if retain_backup else 0)
+            | (_lib.POOL_PAGEABLE_BACKUP if pageable_backup else 0)
+        )
         h = c_void_p()
         _check(
             _lib.lib.vram_pool_create(self._handle(), byref(o), byref(h)),
@@ -498,6 +509,7 @@ class Client:
             st.open_fds,
             st.uptime_ms,
             devs,
+            st.disk_backup_bytes,
         )
 
     def status(self):

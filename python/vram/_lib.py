@@ -44,10 +44,12 @@ from ctypes import (
 # ---- constants (vram.h) ----------------------------------------------------
 
 LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
-POLICY_DISCARD, POLICY_HOST = 0, 1
+POLICY_DISCARD, POLICY_HOST, POLICY_DISK = 0, 1, 2
 STATE_ACTIVE, STATE_PAUSING, STATE_PAUSED, STATE_RESUMING = 0, 1, 2, 3
 STATE_INVALID = -1  # vram_pool_state() on a closed or unknown handle
 POOL_PERSIST = 0x1
+POOL_RETAIN_BACKUP = 0x2
+POOL_PAGEABLE_BACKUP = 0x4
 OPEN_READONLY = 0x1
 MAX_DEVICES = 16
 # The first libvram whose structs start with their size (the layouts below).
@@ -153,6 +155,7 @@ class Stats(Sized):
         ("uptime_ms", c_uint64),
         ("n_devices", c_uint),
         ("devices", DeviceInfo * MAX_DEVICES),
+        ("disk_backup_bytes", c_uint64),
     ]
 
 
