@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "abi.h"
@@ -475,6 +476,53 @@ uintptr_t vram_pool_base(vram_pool *p)
 	base = p->map.base;
 	registry_pool_leave(p);
 	return base;
+}
+
+int vram_pool_backup(vram_pool *p, void **host, uint64_t *len)
+{
+	unsigned eg = error_generation();
+	int r;
+
+	if (!host || !len)
+		return error_finish(eg, error_set(EINVAL,
+						  "vram_pool_backup: host and "
+						  "len are required"));
+	r = registry_pool_enter(p);
+	if (r < 0)
+		return error_finish(eg, r);
+	if (!p->map.backup) {
+		r = error_set(ENODEV, "pool %s has no backup mapped here",
+			      p->name);
+	} else {
+		*host = p->map.backup;
+		*len = p->map.backup_len;
+	}
+	registry_pool_leave(p);
+	return error_finish(eg, r);
+}
+
+int vram_pool_backup_release(vram_pool *p)
+{
+	unsigned eg = error_generation();
+	int r;
+
+	r = registry_pool_enter(p);
+	if (r < 0)
+		return error_finish(eg, r);
+	if (!p->map.backup) {
+		r = error_set(ENODEV, "pool %s has no backup mapped here",
+			      p->name);
+	} else {
+		/* Pinned pages would outlive the hole: unpin first. The
+		 * mapping is shared, so MADV_REMOVE punches the memfd (or
+		 * the file) itself, for the daemon's accounting too. */
+		mapping_backup_unpin(&p->map);
+		if (madvise(p->map.backup, p->map.backup_len, MADV_REMOVE) < 0)
+			r = error_set(errno, "releasing the backup of pool %s: %s",
+				      p->name, strerror(errno));
+	}
+	registry_pool_leave(p);
+	return error_finish(eg, r);
 }
 
 uint64_t vram_pool_size(vram_pool *p)

@@ -27,7 +27,7 @@ import errno as _errno
 import os
 import threading
 import weakref
-from ctypes import POINTER, byref, c_int, c_size_t, c_void_p
+from ctypes import POINTER, byref, c_int, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -642,6 +642,25 @@ class Pool:
     def size(self):
         """Bytes in the pool's layout (kept while paused)."""
         return _lib.lib.vram_pool_size(self._handle())
+
+    def backup(self):
+        """(address, length) of the pool's backup as this process maps it
+        (host and disk policies): the same address for the life of the
+        handle. Its bytes are the pool's as the last pause saved them while
+        the pool is paused, and after a resume only for a pool made with
+        retain_backup until backup_release(). VramError ENODEV: no backup
+        here."""
+        host, n = c_void_p(), c_uint64()
+        _check(
+            _lib.lib.vram_pool_backup(self._handle(), byref(host), byref(n)),
+            f"vram_pool_backup {self.name}",
+        )
+        return host.value or 0, n.value
+
+    def backup_release(self):
+        """Gives the backup's pages back now (keeping its address): on a
+        paused pool this drops the saved content."""
+        _check(_lib.lib.vram_pool_backup_release(self._handle()), f"vram_pool_backup_release {self.name}")
 
     @property
     def state(self):

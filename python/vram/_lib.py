@@ -196,6 +196,8 @@ _PROTOTYPES = {
     "vram_pool_drop": (c_int, [c_void_p, c_char_p]),
     "vram_pool_base": (c_size_t, [c_void_p]),
     "vram_pool_size": (c_uint64, [c_void_p]),
+    "vram_pool_backup": (c_int, [c_void_p, POINTER(c_void_p), POINTER(c_uint64)]),
+    "vram_pool_backup_release": (c_int, [c_void_p]),
     "vram_pool_state": (c_int, [c_void_p]),
     "vram_pool_name": (c_char_p, [c_void_p]),
     "vram_pool_reserve": (c_int, [c_void_p, c_uint64]),

@@ -239,3 +239,39 @@ TEST(disk_policy_refused_without_backup_dir)
 	vram_client_close(c);
 	integ_stop();
 }
+
+TEST(backup_readable_and_released_by_the_client)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
+				  VRAM_POOL_RETAIN_BACKUP);
+	vram_pool *kv = integ_pool(c, "kv", "kv", VRAM_POLICY_DISCARD, 0);
+	void *a, *host = NULL, *again = NULL;
+	uint64_t len = 0, len2 = 0;
+	ASSERT_OK(vram_alloc(w, DATA, &a));
+	integ_fill(a, DATA, 21);
+	ASSERT_EQ(vram_pool_backup(kv, &host, &len), -ENODEV);
+	ASSERT_EQ(vram_pool_backup(w, NULL, &len), -EINVAL);
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	ASSERT_OK(vram_pool_backup(w, &host, &len));
+	ASSERT(len >= DATA);
+	/* The saved content, at the pool's offsets. */
+	ASSERT_OK(integ_check((char *)host + ((uintptr_t)a - vram_pool_base(w)),
+			      DATA, 21));
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	/* Retained: same address, still the content, still counted. */
+	ASSERT_OK(vram_pool_backup(w, &again, &len2));
+	ASSERT(again == host);
+	ASSERT_OK(integ_check((char *)host + ((uintptr_t)a - vram_pool_base(w)),
+			      DATA, 21));
+	ASSERT(pool_backup(c, "w") >= DATA);
+	/* The client decides: its pages go, for the daemon's figures too. */
+	ASSERT_OK(vram_pool_backup_release(w));
+	ASSERT_UEQ(pool_backup(c, "w"), 0);
+	ASSERT_OK(integ_check(a, DATA, 21));
+	cycle(w, a, 21);
+	ASSERT_EQ(vram_pool_backup_release(kv), -ENODEV);
+	vram_client_close(c);
+	integ_stop();
+}
