@@ -209,7 +209,11 @@ def test_region_options_as_upstream_checks_them(monkeypatch):
         k(True, True, None)
 
 
-def test_vram_torch_backup_kinds():
+def test_vram_torch_backup_kinds(monkeypatch):
+    fake_torch = types.ModuleType("torch")
+    fake_torch.cuda = types.ModuleType("torch.cuda")
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.delitem(sys.modules, "vram.torch", raising=False)
     import vram.torch as vt
 
     assert vt.backup_kind(False) is False and vt.backup_kind(None) is False

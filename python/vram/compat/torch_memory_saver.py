@@ -113,6 +113,15 @@ def _preload_lib():
     return me
 
 
+def _keep_forever(obj):
+    """A MemPool the process keeps to its end: none is destroyed at exit
+    after the allocator it calls back (vram.torch does the same)."""
+    import ctypes as _c
+
+    _c.pythonapi.Py_IncRef(_c.py_object(obj))
+    return obj
+
+
 # What vram_preload_region_enter's backup argument means (vram_preload.h).
 _PRELOAD_BACKUP = {False: 0, True: 1, "pageable": 2, "disk": 3}
 
@@ -134,6 +143,7 @@ class TorchMemorySaver:
         self._retained = set()
         self._preload = None
         self._preload_checked = False
+        self._mempools = {}  # preload mode: (tag, kind, device) -> MemPool
 
     # -- configuration ---------------------------------------------------------
 
@@ -196,11 +206,20 @@ class TorchMemorySaver:
         kind = self._kind(enable_cpu_backup, enable_disk_backup, cpu_backup_backend)
         pl = self._preload_scopes()
         if pl is not None:
+            import torch
+
+            # One MemPool per (tag, kind, device), as upstream: torch's
+            # cache must not hand a region's blocks to code outside it.
+            key = (tag, kind, torch.cuda.current_device())
+            pool = self._mempools.get(key)
+            if pool is None:
+                pool = self._mempools[key] = _keep_forever(torch.cuda.MemPool())
             r = pl.vram_preload_region_enter(tag.encode(), _PRELOAD_BACKUP[kind])
             if r < 0:
                 raise OSError(-r, f"vram_preload_region_enter({tag!r}): {os.strerror(-r)}")
             try:
-                yield
+                with torch.cuda.use_mem_pool(pool):
+                    yield
             finally:
                 pl.vram_preload_region_exit()
             return
@@ -225,9 +244,16 @@ class TorchMemorySaver:
         if pl is not None:
             import torch
 
+            # The graph's private pool holds its memory; the scope routes
+            # the cudaMalloc calls that fill it to tag's vramd pool.
             with torch.cuda.graph(cuda_graph, pool=pool, stream=stream, capture_error_mode=capture_error_mode):
-                with self.region(tag, enable_cpu_backup, False, cpu_backup_backend):
+                r = pl.vram_preload_region_enter(tag.encode(), _PRELOAD_BACKUP[kind])
+                if r < 0:
+                    raise OSError(-r, f"vram_preload_region_enter({tag!r}): {os.strerror(-r)}")
+                try:
                     yield
+                finally:
+                    pl.vram_preload_region_exit()
             return
         with self._torch_state().cuda_graph(
             cuda_graph,
