@@ -29,18 +29,37 @@ static const char drop_help[] =
 	"memory and host backup are freed. Needs the owner's uid or root.\n"
 	"Exit status 4 if there is no such pool.\n";
 
-/* Names for the VRAM_POOL_* bits we know; others print as hex. */
+/* Names for the VRAM_POOL_* bits we know, comma-separated; others print
+ * as hex. */
 static const char *pool_flags_text(unsigned flags, char *buf, size_t size)
 {
-	unsigned unknown = flags & ~VRAM_POOL_PERSIST;
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{ VRAM_POOL_PERSIST, "persist" },
+		{ VRAM_POOL_RETAIN_BACKUP, "retain-backup" },
+		{ VRAM_POOL_PAGEABLE_BACKUP, "pageable-backup" },
+	};
+	unsigned unknown = flags;
+	size_t n = 0;
 
-	if (flags == 0)
+	buf[0] = 0;
+	if (flags == 0) {
 		snprintf(buf, size, "none");
-	else if (unknown == 0)
-		snprintf(buf, size, "persist");
-	else
-		snprintf(buf, size, "%s0x%x",
-			 flags & VRAM_POOL_PERSIST ? "persist," : "", unknown);
+		return buf;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(flags & names[i].bit))
+			continue;
+		unknown &= ~names[i].bit;
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s",
+				      n ? "," : "", names[i].name);
+		if (n >= size)
+			return buf;
+	}
+	if (unknown)
+		snprintf(buf + n, size - n, "%s0x%x", n ? "," : "", unknown);
 	return buf;
 }
 
