@@ -18,8 +18,9 @@
 #include "suballoc.h"
 
 /* Every pool creation flag this libvram knows. */
-#define VRAM_POOL_FLAGS_ALL_ \
-	(VRAM_POOL_PERSIST | VRAM_POOL_RETAIN_BACKUP | VRAM_POOL_PAGEABLE_BACKUP)
+#define VRAM_POOL_FLAGS_ALL_                           \
+	(VRAM_POOL_PERSIST | VRAM_POOL_RETAIN_BACKUP | \
+	 VRAM_POOL_PAGEABLE_BACKUP)
 
 #define GROW_MIN (64ull << 20)	   /* a pool grows by at least 64 MiB */
 #define GROW_MAX_STEP (1ull << 30) /* and geometrically up to 1 GiB */
@@ -66,7 +67,8 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 	    (r = check_name("pool tag", opts->tag, TAG_MAX_LEN, false)) < 0)
 		return error_finish(eg, r);
 	if (opts->policy != VRAM_POLICY_DISCARD &&
-	    opts->policy != VRAM_POLICY_HOST && opts->policy != VRAM_POLICY_DISK)
+	    opts->policy != VRAM_POLICY_HOST &&
+	    opts->policy != VRAM_POLICY_DISK)
 		return error_finish(eg, error_set(EINVAL, "unknown policy %d",
 						  (int)opts->policy));
 	if (opts->flags & ~VRAM_POOL_FLAGS_ALL_)
@@ -518,7 +520,8 @@ int vram_pool_backup_release(vram_pool *p)
 		 * the file) itself, for the daemon's accounting too. */
 		mapping_backup_unpin(&p->map);
 		if (madvise(p->map.backup, p->map.backup_len, MADV_REMOVE) < 0)
-			r = error_set(errno, "releasing the backup of pool %s: %s",
+			r = error_set(errno,
+				      "releasing the backup of pool %s: %s",
 				      p->name, strerror(errno));
 	}
 	registry_pool_leave(p);

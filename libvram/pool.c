@@ -184,7 +184,8 @@ int pool_complete(struct vram_client *c, struct call *call,
 		 * pinned around each copy, so its pages can go back). */
 		p->map.backup_pin = p->policy == VRAM_POLICY_HOST &&
 				    !(p->flags & VRAM_POOL_PAGEABLE_BACKUP);
-		p->map.backup_retain = (p->flags & VRAM_POOL_RETAIN_BACKUP) != 0;
+		p->map.backup_retain =
+			(p->flags & VRAM_POOL_RETAIN_BACKUP) != 0;
 		p->map.backup_sync = p->policy == VRAM_POLICY_DISK;
 		rc = mapping_backup_map(&p->map, f->fds[idx]);
 		if (rc < 0) {

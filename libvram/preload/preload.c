@@ -396,9 +396,9 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 	}
 	snprintf(name, sizeof(name), "preload.%d.%s.%s.%d", (int)getpid(), tag,
 		 backup == VRAM_PRELOAD_BACKUP_PAGEABLE ? "pageable" :
-		 backup == VRAM_PRELOAD_BACKUP_DISK     ? "disk" :
-		 backup				       ? "host" :
-							 "discard",
+		 backup == VRAM_PRELOAD_BACKUP_DISK	? "disk" :
+		 backup					? "host" :
+							  "discard",
 		 dev);
 	o.name = name;
 	o.tag = tag;
