@@ -80,6 +80,16 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		snprintf(cfg->socket, sizeof(cfg->socket), "%s", value);
 		return 0;
 	}
+	if (strcmp(key, "backup_dir") == 0) {
+		/* Absolute, so that a relative name does not follow the
+		 * daemon's working directory; "" (or none) refuses the disk
+		 * policy. */
+		if (strlen(value) >= sizeof(cfg->backup_dir) ||
+		    (value[0] && value[0] != '/'))
+			return -EINVAL;
+		snprintf(cfg->backup_dir, sizeof(cfg->backup_dir), "%s", value);
+		return 0;
+	}
 	if (strcmp(key, "backend") == 0) {
 		if (strcmp(value, "auto") && strcmp(value, "host") &&
 		    strcmp(value, "cuda") && strcmp(value, "hip"))

@@ -30,6 +30,7 @@ struct config {
 	unsigned socket_mode;
 	struct metrics_config metrics;
 	unsigned reattach_grace_ms; /* after a restart (recover.h) */
+	char backup_dir[256]; /* disk-policy backups; "" refuses the policy */
 };
 
 void config_defaults(struct config *cfg);

@@ -91,8 +91,9 @@ Vram__State message_pool_state(enum pool_state s)
 
 Vram__Policy policy_to_wire(enum pool_policy p)
 {
-	return p == POOL_HOST ? VRAM__POLICY__POLICY_HOST
-			      : VRAM__POLICY__POLICY_DISCARD;
+	return p == POOL_HOST ? VRAM__POLICY__POLICY_HOST :
+	       p == POOL_DISK ? VRAM__POLICY__POLICY_DISK :
+				VRAM__POLICY__POLICY_DISCARD;
 }
 
 int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
@@ -132,7 +133,9 @@ int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
 	info->owner_instance = p->owner_id.instance;
 	info->owner_cgroup = p->owner_id.cgroup;
 	info->flags = p->flags;
-	info->backup_bytes = p->backup_valid ? p->bytes : 0;
+	/* What the backup holds, paused or not: a retained backup (or one
+	 * registered by a client) holds its pages while the pool is active. */
+	info->backup_bytes = pool_backup_held(p);
 	info->n_mappers = n;
 	info->mappers = ptrs;
 	*mappers_out = m;

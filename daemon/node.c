@@ -157,11 +157,17 @@ void node_session_gone(struct node *n, struct session *s)
 	}
 }
 
-uint64_t node_backup_bytes(const struct node *n)
+uint64_t node_backup_bytes(const struct node *n, enum pool_policy policy)
 {
 	uint64_t sum = 0;
 	for (unsigned i = 0; i < n->n_pools; i++)
-		if (n->pools[i]->backup_valid)
-			sum += n->pools[i]->bytes;
+		if (n->pools[i]->policy == policy)
+			sum += pool_backup_held(n->pools[i]);
 	return sum;
+}
+
+void node_release_backups(struct node *n)
+{
+	for (unsigned i = 0; i < n->n_pools; i++)
+		pool_backup_release_due(n->pools[i]);
 }

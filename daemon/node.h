@@ -67,7 +67,12 @@ bool node_allowed(const struct identity *who, const struct pool *p);
  * mappings end, which may complete rounds waiting on it. */
 void node_session_gone(struct node *n, struct session *s);
 
-/* Bytes of backup the node keeps in host memory (paused host pools). */
-uint64_t node_backup_bytes(const struct node *n);
+/* Bytes the backups of the node's pools of one policy truly hold: host
+ * memory (POOL_HOST) or disk blocks (POOL_DISK), paused or not. */
+uint64_t node_backup_bytes(const struct node *n, enum pool_policy policy);
+
+/* Gives back the backup pages that resumes left due (pool.h): call once
+ * the pools' states are on record. */
+void node_release_backups(struct node *n);
 
 #endif

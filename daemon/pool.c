@@ -54,6 +54,22 @@ static const char *pool_state_detail(enum pool_state s)
 	return pool_state_name(s);
 }
 
+void pool_backup_release_due(struct pool *p)
+{
+	int r;
+
+	if (!p->backup_release_due)
+		return;
+	p->backup_release_due = false;
+	/* A pause since then made the backup hold the content again. */
+	if (p->backup_valid || p->backup_fd < 0)
+		return;
+	r = backup_release(p->backup_fd);
+	if (r < 0)
+		log_warn("pool %s: cannot release its backup: %s", p->name,
+			 strerror(-r));
+}
+
 bool pool_in_transition(const struct pool *p)
 {
 	return p->state != POOL_ACTIVE && p->state != POOL_PAUSED;
@@ -67,16 +83,28 @@ static void pool_set_state(struct pool *p, enum pool_state s)
 	p->state = s;
 }
 
+bool pool_keeps_content(const struct pool *p)
+{
+	return p->policy == POOL_HOST || p->policy == POOL_DISK;
+}
+
+uint64_t pool_backup_held(const struct pool *p)
+{
+	return backup_held(p->backup_fd);
+}
+
 int pool_create(uint64_t id, const char *name, const char *tag,
 		unsigned device, enum pool_policy policy, unsigned flags,
-		uint64_t reserve, struct session *owner,
-		const struct identity *owner_id, struct pool **out)
+		uint64_t reserve, const char *backup_dir,
+		struct session *owner, const struct identity *owner_id,
+		struct pool **out)
 {
 	struct pool *p;
 
 	if (!name[0] || strlen(name) >= POOL_NAME_MAX ||
 	    strlen(tag) >= POOL_TAG_MAX || (flags & ~POOL_FLAGS_ALL) ||
-	    reserve == 0 || (policy != POOL_DISCARD && policy != POOL_HOST))
+	    reserve == 0 ||
+	    (policy != POOL_DISCARD && policy != POOL_HOST && policy != POOL_DISK))
 		return -EINVAL;
 	p = calloc(1, sizeof(*p));
 	if (!p)
@@ -92,16 +120,16 @@ int pool_create(uint64_t id, const char *name, const char *tag,
 	p->backup_fd = -1;
 	p->owner = owner;
 	p->owner_id = *owner_id;
-	if (policy == POOL_HOST) {
-		/* Sparse: host memory is used only where a pause writes. */
-		p->backup_fd = memfd_create("vramd-backup", MFD_CLOEXEC);
-		if (p->backup_fd < 0 || ftruncate(p->backup_fd, (off_t)reserve) < 0) {
-			int r = -errno;
-			if (p->backup_fd >= 0)
-				close(p->backup_fd);
+	if (policy != POOL_DISCARD) {
+		/* Sparse: memory or disk is used only where a pause writes. */
+		int fd = backup_create(backup_dir, id, name, reserve,
+				       policy == POOL_DISK ? p->backup_path :
+							     NULL);
+		if (fd < 0) {
 			free(p);
-			return r;
+			return fd;
 		}
+		p->backup_fd = fd;
 	}
 	*out = p;
 	return 0;
@@ -120,8 +148,7 @@ void pool_destroy(struct pool *p, struct backend *b)
 		return;
 	pool_release_chunks(p, b, 0);
 	free(p->chunks);
-	if (p->backup_fd >= 0)
-		close(p->backup_fd);
+	backup_destroy(p->backup_fd, p->backup_path);
 	while (p->mappers) {
 		struct mapper *m = p->mappers;
 		p->mappers = m->next;
@@ -396,7 +423,11 @@ static enum pool_step pool_map_round(struct pool *p, struct backend *b,
 static uint64_t pool_paused(struct pool *p, struct backend *b)
 {
 	pool_release_chunks(p, b, 0);
-	p->backup_valid = p->policy == POOL_HOST;
+	p->backup_valid = pool_keeps_content(p);
+	/* The saver synced a disk backup before it acked: its pages are
+	 * clean, and dropping them from the page cache is cheap. */
+	if (p->policy == POOL_DISK)
+		backup_settle(p->backup_fd);
 	p->undo_err = 0;
 	pool_set_state(p, POOL_PAUSED);
 	return p->bytes;
@@ -435,7 +466,7 @@ enum pool_step pool_pause(struct pool *p, struct backend *b,
 		break;
 	}
 	p->undo_err = 0;
-	if (p->policy == POOL_HOST && p->bytes) {
+	if (pool_keeps_content(p) && p->bytes) {
 		bm = pool_saver(p, false);
 		if (!bm)
 			return pool_fail(next, EPIPE,
@@ -563,6 +594,12 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 		if (!err) {
 			p->backup_valid = false;
 			pool_set_state(p, POOL_ACTIVE);
+			/* Every mapper holds the restored content: unless the
+			 * pool retains it, the backup's pages may go back (the
+			 * restorer unregistered them before it acked), once
+			 * the new state is on record. */
+			p->backup_release_due = p->backup_fd >= 0 &&
+				!(p->flags & POOL_FLAG_RETAIN_BACKUP);
 			return pool_done(next, p->bytes);
 		}
 		/* A mapper could not map: pause again. The chunks hold the
@@ -570,7 +607,7 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 		 * pool saves it once more, by a mapper that maps it. */
 		p->undo_err = err;
 		bm = NULL;
-		if (p->policy == POOL_HOST && p->bytes)
+		if (pool_keeps_content(p) && p->bytes)
 			bm = pool_saver(p, true);
 		if (bm)
 			return pool_save_round(p, event_ids, next,
@@ -598,7 +635,7 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 		err = p->undo_err;
 		pool_paused(p, b);
 		return pool_fail(next, err,
-				 p->policy == POOL_HOST ?
+				 pool_keeps_content(p) ?
 				 "a mapper failed to map it; it is paused "
 				 "again with its content" :
 				 "a mapper failed to map it; it is paused "

@@ -48,11 +48,20 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "backup.h"
 
 #define POOL_NAME_MAX 128
 #define POOL_TAG_MAX 64
 #define POOL_FLAG_PERSIST 0x1u
-#define POOL_FLAGS_ALL POOL_FLAG_PERSIST
+/* The backup keeps its pages after a resume (the next pause rewrites them
+ * without allocating); without it they go back once every mapper maps the
+ * restored pool. */
+#define POOL_FLAG_RETAIN_BACKUP 0x2u
+/* The clients copy to and from the backup without registering it with the
+ * driver (pageable, slower copies, no pinned host memory). */
+#define POOL_FLAG_PAGEABLE_BACKUP 0x4u
+#define POOL_FLAGS_ALL \
+	(POOL_FLAG_PERSIST | POOL_FLAG_RETAIN_BACKUP | POOL_FLAG_PAGEABLE_BACKUP)
 
 enum pool_state {
 	POOL_ACTIVE,
@@ -64,7 +73,9 @@ enum pool_state {
 	POOL_PAUSING_UNDO_SAVE, /* a failed resume: the content is saved again */
 	POOL_PAUSING_UNDO,     /* a failed resume: those who mapped unmap */
 };
-enum pool_policy { POOL_DISCARD, POOL_HOST };
+/* Where a pool's content goes on pause: nowhere, a memfd, or a file in
+ * backup_dir (backup.h). "host pool" below means either of the last two. */
+enum pool_policy { POOL_DISCARD, POOL_HOST, POOL_DISK };
 
 struct session;
 struct transition_item;
@@ -100,8 +111,14 @@ struct pool {
 	unsigned n_chunks, cap_chunks;
 	uint64_t bytes;    /* sum of chunk sizes, kept while paused */
 
-	int backup_fd;     /* memfd of reserve bytes, -1 for discard */
+	/* The backup (backup.h): the one place its fd is kept. A memfd or a
+	 * file of reserve bytes, -1 for discard; backup_path is the file's
+	 * name ("" for a memfd), removed with the pool. */
+	int backup_fd;
+	char backup_path[BACKUP_PATH_MAX];
 	bool backup_valid; /* the backup holds the content (paused) */
+	bool backup_release_due; /* resumed: its pages may go, once the
+				  * pool's new state is on record */
 
 	struct session *owner; /* NULL when orphaned */
 	struct identity owner_id;
@@ -116,11 +133,20 @@ struct pool {
 };
 
 /* Makes an ACTIVE pool with no chunks; for POOL_HOST also its backup memfd
- * (sparse, reserve bytes). The caller owns it until pool_destroy. */
+ * and for POOL_DISK its backup file in backup_dir (sparse, reserve bytes;
+ * -ENOTDIR when backup_dir is NULL or empty). The caller owns it until
+ * pool_destroy. */
 int pool_create(uint64_t id, const char *name, const char *tag,
 		unsigned device, enum pool_policy policy, unsigned flags,
-		uint64_t reserve, struct session *owner,
-		const struct identity *owner_id, struct pool **out);
+		uint64_t reserve, const char *backup_dir,
+		struct session *owner, const struct identity *owner_id,
+		struct pool **out);
+
+/* Does p keep its content across a pause (host or disk policy)? */
+bool pool_keeps_content(const struct pool *p);
+
+/* Bytes p's backup truly holds (its allocated pages or blocks). */
+uint64_t pool_backup_held(const struct pool *p);
 
 /* Releases every chunk and the backup and frees the pool. NULL is a no-op. */
 void pool_destroy(struct pool *p, struct backend *b);
@@ -205,6 +231,12 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 			    uint64_t *event_ids, struct pool_next *next);
 
 /* Is p between ACTIVE and PAUSED (a pause or resume under way)? */
+/* Gives the backup's pages back if a resume left them due (and the pool
+ * does not retain them). The caller first puts the pool's state on record
+ * (the fd store's table): a daemon killed in between must not find a
+ * PAUSED pool with a valid backup whose pages are gone. */
+void pool_backup_release_due(struct pool *p);
+
 bool pool_in_transition(const struct pool *p);
 
 /* Records an ack. Returns 1 if the mapper owed one for event_id, else 0

@@ -140,8 +140,15 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 		return;
 	}
 	if (c->policy != VRAM__POLICY__POLICY_DISCARD &&
-	    c->policy != VRAM__POLICY__POLICY_HOST) {
+	    c->policy != VRAM__POLICY__POLICY_HOST &&
+	    c->policy != VRAM__POLICY__POLICY_DISK) {
 		session_reply_error(s, id, EINVAL, "unknown backup policy %d", c->policy);
+		return;
+	}
+	if (c->policy == VRAM__POLICY__POLICY_DISK && !srv->cfg.backup_dir[0]) {
+		session_reply_error(s, id, ENOTSUP,
+				    "pool %s: the disk policy needs backup_dir in "
+				    "vramd.conf", c->name);
 		return;
 	}
 	if (c->flags & ~POOL_FLAGS_ALL) {
@@ -176,8 +183,10 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 		return;
 	}
 	r = pool_create(++srv->node.next_pool_id, c->name, tag, c->device,
-			c->policy == VRAM__POLICY__POLICY_HOST ? POOL_HOST : POOL_DISCARD,
-			c->flags, reserve, s, &s->who, &p);
+			c->policy == VRAM__POLICY__POLICY_HOST   ? POOL_HOST :
+			c->policy == VRAM__POLICY__POLICY_DISK ? POOL_DISK :
+								   POOL_DISCARD,
+			c->flags, reserve, srv->cfg.backup_dir, s, &s->who, &p);
 	if (r < 0) {
 		session_reply_error(s, id, -r, "cannot create pool %s: %s", c->name,
 				    strerror(-r));
@@ -193,7 +202,8 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 	}
 	log_info("pool %s created by pid %u (%s, tag %s, device %u, %s)", p->name,
 		 s->who.pid, s->who.name, p->tag, p->device,
-		 p->policy == POOL_HOST ? "host backup" : "discard");
+		 p->policy == POOL_HOST ? "host backup" :
+		 p->policy == POOL_DISK ? p->backup_path : "discard");
 	reply_pool(s, id, p);
 }
 
@@ -447,7 +457,8 @@ static void handle_stats(struct server *srv, struct session *s, uint64_t id)
 	st.sessions = srv->n_sessions;
 	st.pools = srv->node.n_pools;
 	st.used_bytes = b->used_bytes;
-	st.backup_bytes = node_backup_bytes(&srv->node);
+	st.backup_bytes = node_backup_bytes(&srv->node, POOL_HOST);
+	st.disk_backup_bytes = node_backup_bytes(&srv->node, POOL_DISK);
 	st.open_fds = open_fds();
 	st.uptime_ms = (uint64_t)clock_now_ms() - srv->start_ms;
 	st.devices = devp;

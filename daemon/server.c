@@ -33,10 +33,15 @@ static void server_status_line(struct server *srv, char *buf, size_t len)
  * process). */
 static struct server *server_stored;
 
+/* Puts the pools on record, then lets go of what only the record kept
+ * needed (backups a resume left due): before anything is sent, so that a
+ * reply never tells of a state the store does not hold. */
 static void server_sync(void)
 {
-	if (server_stored)
-		fdstore_sync(&server_stored->store, &server_stored->node);
+	if (!server_stored)
+		return;
+	fdstore_sync(&server_stored->store, &server_stored->node);
+	node_release_backups(&server_stored->node);
 }
 
 /* The STATUS= line, pulled from the counts once a second and sent only
@@ -48,7 +53,7 @@ static void server_on_status(uv_timer_t *h)
 
 	/* Releases done with nobody to tell (a pool dropped with its last
 	 * session) reach the store here at the latest. */
-	fdstore_sync(&srv->store, &srv->node);
+	server_sync();
 	server_status_line(srv, status, sizeof(status));
 	if (strcmp(status, srv->status) == 0)
 		return;

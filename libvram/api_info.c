@@ -203,6 +203,7 @@ int vram_stats(vram_client *c, struct vram_stats *user)
 	out->backup_bytes = s->backup_bytes;
 	out->open_fds = s->open_fds;
 	out->uptime_ms = s->uptime_ms;
+	out->disk_backup_bytes = s->disk_backup_bytes;
 	for (size_t i = 0;
 	     i < s->n_devices && out->n_devices < VRAM_MAX_DEVICES; i++) {
 		const Vram__DeviceInfo *d = s->devices[i];

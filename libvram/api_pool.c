@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "abi.h"
@@ -15,6 +16,11 @@
 #include "pool.h"
 #include "registry.h"
 #include "suballoc.h"
+
+/* Every pool creation flag this libvram knows. */
+#define VRAM_POOL_FLAGS_ALL_                           \
+	(VRAM_POOL_PERSIST | VRAM_POOL_RETAIN_BACKUP | \
+	 VRAM_POOL_PAGEABLE_BACKUP)
 
 #define GROW_MIN (64ull << 20)	   /* a pool grows by at least 64 MiB */
 #define GROW_MAX_STEP (1ull << 30) /* and geometrically up to 1 GiB */
@@ -86,13 +92,14 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 	    (r = check_name("pool tag", opts->tag, TAG_MAX_LEN, false)) < 0)
 		return error_finish(eg, r);
 	if (opts->policy != VRAM_POLICY_DISCARD &&
-	    opts->policy != VRAM_POLICY_HOST)
+	    opts->policy != VRAM_POLICY_HOST &&
+	    opts->policy != VRAM_POLICY_DISK)
 		return error_finish(eg, error_set(EINVAL, "unknown policy %d",
 						  (int)opts->policy));
-	if (opts->flags & ~VRAM_POOL_PERSIST)
+	if (opts->flags & ~VRAM_POOL_FLAGS_ALL_)
 		return error_finish(
 			eg, error_set(EINVAL, "unknown pool flags 0x%x",
-				      opts->flags & ~VRAM_POOL_PERSIST));
+				      opts->flags & ~VRAM_POOL_FLAGS_ALL_));
 	r = registry_client_enter(c);
 	if (r < 0)
 		return error_finish(eg, r);
@@ -480,6 +487,54 @@ uintptr_t vram_pool_base(vram_pool *p)
 	base = p->map.base;
 	registry_pool_leave(p);
 	return base;
+}
+
+int vram_pool_backup(vram_pool *p, void **host, uint64_t *len)
+{
+	unsigned eg = error_generation();
+	int r;
+
+	if (!host || !len)
+		return error_finish(eg, error_set(EINVAL,
+						  "vram_pool_backup: host and "
+						  "len are required"));
+	r = registry_pool_enter(p);
+	if (r < 0)
+		return error_finish(eg, r);
+	if (!p->map.backup) {
+		r = error_set(ENODEV, "pool %s has no backup mapped here",
+			      p->name);
+	} else {
+		*host = p->map.backup;
+		*len = p->map.backup_len;
+	}
+	registry_pool_leave(p);
+	return error_finish(eg, r);
+}
+
+int vram_pool_backup_release(vram_pool *p)
+{
+	unsigned eg = error_generation();
+	int r;
+
+	r = registry_pool_enter(p);
+	if (r < 0)
+		return error_finish(eg, r);
+	if (!p->map.backup) {
+		r = error_set(ENODEV, "pool %s has no backup mapped here",
+			      p->name);
+	} else {
+		/* Pinned pages would outlive the hole: unpin first. The
+		 * mapping is shared, so MADV_REMOVE punches the memfd (or
+		 * the file) itself, for the daemon's accounting too. */
+		mapping_backup_unpin(&p->map);
+		if (madvise(p->map.backup, p->map.backup_len, MADV_REMOVE) < 0)
+			r = error_set(errno,
+				      "releasing the backup of pool %s: %s",
+				      p->name, strerror(errno));
+	}
+	registry_pool_leave(p);
+	return error_finish(eg, r);
 }
 
 uint64_t vram_pool_size(vram_pool *p)

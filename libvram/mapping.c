@@ -88,7 +88,7 @@ static void mapping_register(struct mapping *m)
 {
 	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
 
-	if (!m->backup || m->readonly || end <= m->registered)
+	if (!m->backup || m->readonly || !m->backup_pin || end <= m->registered)
 		return;
 	if (m->n_regions == m->cap_regions) {
 		size_t cap = m->cap_regions ? m->cap_regions * 2 : 8;
@@ -215,7 +215,7 @@ int mapping_append(struct mapping *m, const struct mapping_desc *d, size_t n,
 	m->n_chunks += n;
 	for (size_t i = 0; i < n; i++)
 		m->size += d[i].size;
-	if (map)
+	if (map && m->backup_retain)
 		mapping_register(m);
 	return 0;
 }
@@ -244,7 +244,8 @@ int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n)
 	m->size = 0;
 	for (size_t i = 0; i < n; i++)
 		m->size += d[i].size;
-	mapping_register(m);
+	if (m->backup_retain)
+		mapping_register(m);
 	return 0;
 }
 
@@ -301,8 +302,17 @@ static int mapping_copy(struct mapping *m, int to_host)
 		spans[n].len = c->size;
 		n++;
 	}
+	/* A backup that is not retained is pinned only now, so that its
+	 * pages can go back after the restore (mapping_backup_unpin). */
+	mapping_register(m);
 	r = n ? m->vmm->ops->copy(m->vmm, m->dev, to_host, spans, n) : 0;
 	free(spans);
+	/* A disk backup is on disk when the save is acked: the daemon then
+	 * drops its clean pages from the page cache. */
+	if (r == 0 && to_host && m->backup_sync && m->size &&
+	    msync(m->backup, m->size < m->backup_len ? m->size : m->backup_len,
+		  MS_SYNC) < 0)
+		r = -errno;
 	return r;
 }
 
@@ -316,16 +326,22 @@ int mapping_restore(struct mapping *m)
 	return mapping_copy(m, 0);
 }
 
-void mapping_backup_release(struct mapping *m)
+void mapping_backup_unpin(struct mapping *m)
 {
 	for (size_t i = 0; i < m->n_regions; i++)
 		m->vmm->ops->host_unregister(m->vmm,
 					     m->backup + m->regions[i].offset,
 					     m->regions[i].len);
+	m->n_regions = 0;
+	m->registered = 0;
+}
+
+void mapping_backup_release(struct mapping *m)
+{
+	mapping_backup_unpin(m);
 	free(m->regions);
 	m->regions = NULL;
-	m->n_regions = m->cap_regions = 0;
-	m->registered = 0;
+	m->cap_regions = 0;
 	if (m->backup)
 		munmap(m->backup, m->backup_len);
 	m->backup = NULL;

@@ -50,6 +50,10 @@ struct mapping {
 	struct mapping_region *regions;
 	size_t n_regions, cap_regions;
 	uint64_t registered; /* backup registered over [0, registered) */
+	/* How the backup is used (set before mapping_backup_map): pin
+	 * registers it with the driver (around each copy, or for good with
+	 * retain); sync writes a saved backup through to its file. */
+	int backup_pin, backup_retain, backup_sync;
 };
 
 /* Turns a message's chunk list into descs with fds from the frame f (the
@@ -97,6 +101,10 @@ uint64_t mapping_bytes_mapped(const struct mapping *m);
  * than the layout, -ENODEV if there is no backup. */
 int mapping_save(struct mapping *m);
 int mapping_restore(struct mapping *m);
+
+/* Unregisters the backup (it stays mapped): after a restore of a backup
+ * that is not retained, so that the daemon's release frees its pages. */
+void mapping_backup_unpin(struct mapping *m);
 
 /* Unregisters and unmaps the backup. */
 void mapping_backup_release(struct mapping *m);

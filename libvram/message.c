@@ -19,12 +19,14 @@ enum vram_state message_state_from_wire(Vram__State s)
 enum vram_policy message_policy_from_wire(Vram__Policy p)
 {
 	return p == VRAM__POLICY__POLICY_HOST ? VRAM_POLICY_HOST :
+	       p == VRAM__POLICY__POLICY_DISK ? VRAM_POLICY_DISK :
 						VRAM_POLICY_DISCARD;
 }
 
 Vram__Policy message_policy_to_wire(enum vram_policy p)
 {
 	return p == VRAM_POLICY_HOST ? VRAM__POLICY__POLICY_HOST :
+	       p == VRAM_POLICY_DISK ? VRAM__POLICY__POLICY_DISK :
 				       VRAM__POLICY__POLICY_DISCARD;
 }
 

@@ -171,7 +171,7 @@ int pool_complete(struct vram_client *c, struct call *call,
 
 	/* The backup: only a writer ever saves or restores, so a read-only
 	 * mapper leaves it alone. */
-	if (p->policy == VRAM_POLICY_HOST && !p->readonly) {
+	if (p->policy != VRAM_POLICY_DISCARD && !p->readonly) {
 		int idx = pr->backup_fd_index;
 		if (idx < 0 || (unsigned)idx >= f->nfds) {
 			rc = error_set(
@@ -180,6 +180,14 @@ int pool_complete(struct vram_client *c, struct call *call,
 				p->name);
 			goto fail;
 		}
+		/* Pinned only for a host backup that asks for it, and from
+		 * the start only when it is retained (a released one is
+		 * pinned around each copy, so its pages can go back). */
+		p->map.backup_pin = p->policy == VRAM_POLICY_HOST &&
+				    !(p->flags & VRAM_POOL_PAGEABLE_BACKUP);
+		p->map.backup_retain =
+			(p->flags & VRAM_POOL_RETAIN_BACKUP) != 0;
+		p->map.backup_sync = p->policy == VRAM_POLICY_DISK;
 		rc = mapping_backup_map(&p->map, f->fds[idx]);
 		if (rc < 0) {
 			rc = error_set(rc,
@@ -296,6 +304,8 @@ const char *vram_policy_name(enum vram_policy p)
 		return "discard";
 	case VRAM_POLICY_HOST:
 		return "host";
+	case VRAM_POLICY_DISK:
+		return "disk";
 	}
 	return "unknown";
 }

@@ -3002,7 +3002,7 @@ const ProtobufCMessageDescriptor vram__ping__descriptor =
   (ProtobufCMessageInit) vram__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[9] =
+static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[10] =
 {
   {
     "backend",
@@ -3112,12 +3112,25 @@ static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[9] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "disk_backup_bytes",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__StatsReply, disk_backup_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__stats_reply__field_indices_by_name[] = {
   0,   /* field[0] = backend */
   4,   /* field[4] = backup_bytes */
   8,   /* field[8] = daemon_version */
   7,   /* field[7] = devices */
+  9,   /* field[9] = disk_backup_bytes */
   5,   /* field[5] = open_fds */
   2,   /* field[2] = pools */
   1,   /* field[1] = sessions */
@@ -3127,7 +3140,7 @@ static const unsigned vram__stats_reply__field_indices_by_name[] = {
 static const ProtobufCIntRange vram__stats_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor vram__stats_reply__descriptor =
 {
@@ -3137,7 +3150,7 @@ const ProtobufCMessageDescriptor vram__stats_reply__descriptor =
   "Vram__StatsReply",
   "vram",
   sizeof(Vram__StatsReply),
-  9,
+  10,
   vram__stats_reply__field_descriptors,
   vram__stats_reply__field_indices_by_name,
   1,  vram__stats_reply__number_ranges,
@@ -3713,17 +3726,19 @@ const ProtobufCMessageDescriptor vram__server_msg__descriptor =
   (ProtobufCMessageInit) vram__server_msg__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCEnumValue vram__policy__enum_values_by_number[2] =
+static const ProtobufCEnumValue vram__policy__enum_values_by_number[3] =
 {
   { "POLICY_DISCARD", "VRAM__POLICY__POLICY_DISCARD", 0 },
   { "POLICY_HOST", "VRAM__POLICY__POLICY_HOST", 1 },
+  { "POLICY_DISK", "VRAM__POLICY__POLICY_DISK", 2 },
 };
 static const ProtobufCIntRange vram__policy__value_ranges[] = {
-{0, 0},{0, 2}
+{0, 0},{0, 3}
 };
-static const ProtobufCEnumValueIndex vram__policy__enum_values_by_name[2] =
+static const ProtobufCEnumValueIndex vram__policy__enum_values_by_name[3] =
 {
   { "POLICY_DISCARD", 0 },
+  { "POLICY_DISK", 2 },
   { "POLICY_HOST", 1 },
 };
 const ProtobufCEnumDescriptor vram__policy__descriptor =
@@ -3733,9 +3748,9 @@ const ProtobufCEnumDescriptor vram__policy__descriptor =
   "Policy",
   "Vram__Policy",
   "vram",
-  2,
+  3,
   vram__policy__enum_values_by_number,
-  2,
+  3,
   vram__policy__enum_values_by_name,
   1,
   vram__policy__value_ranges,

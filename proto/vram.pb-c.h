@@ -51,7 +51,11 @@ typedef struct Vram__ServerMsg Vram__ServerMsg;
 
 typedef enum _Vram__Policy {
   VRAM__POLICY__POLICY_DISCARD = 0,
-  VRAM__POLICY__POLICY_HOST = 1
+  VRAM__POLICY__POLICY_HOST = 1,
+  /*
+   * content kept in a file the daemon owns (backup_dir)
+   */
+  VRAM__POLICY__POLICY_DISK = 2
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__POLICY)
 } Vram__Policy;
 typedef enum _Vram__State {
@@ -176,7 +180,7 @@ struct  Vram__PoolCreate
    */
   uint64_t reserve_bytes;
   /*
-   * POOL_FLAG_*
+   * POOL_FLAG_*: PERSIST 1, RETAIN_BACKUP 2,
    */
   uint32_t flags;
 };
@@ -374,7 +378,7 @@ struct  Vram__PoolInfo
   Vram__Mapper **mappers;
   uint32_t flags;
   /*
-   * bytes held in the host backup
+   * bytes the backup holds (memfd or file blocks)
    */
   uint64_t backup_bytes;
   /*
@@ -511,10 +515,14 @@ struct  Vram__StatsReply
   size_t n_devices;
   Vram__DeviceInfo **devices;
   char *daemon_version;
+  /*
+   * disk bytes held in backup files
+   */
+  uint64_t disk_backup_bytes;
 };
 #define VRAM__STATS_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__stats_reply__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Vram__EventAck

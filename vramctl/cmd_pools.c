@@ -35,18 +35,37 @@ static const char drop_help[] =
 	"memory and host backup are freed. Needs the owner's uid or root.\n"
 	"Exit status 4 if there is no such pool.\n";
 
-/* Names for the VRAM_POOL_* bits we know; others print as hex. */
+/* Names for the VRAM_POOL_* bits we know, comma-separated; others print
+ * as hex. */
 static const char *pool_flags_text(unsigned flags, char *buf, size_t size)
 {
-	unsigned unknown = flags & ~VRAM_POOL_PERSIST;
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} names[] = {
+		{ VRAM_POOL_PERSIST, "persist" },
+		{ VRAM_POOL_RETAIN_BACKUP, "retain-backup" },
+		{ VRAM_POOL_PAGEABLE_BACKUP, "pageable-backup" },
+	};
+	unsigned unknown = flags;
+	size_t n = 0;
 
-	if (flags == 0)
+	buf[0] = 0;
+	if (flags == 0) {
 		snprintf(buf, size, "none");
-	else if (unknown == 0)
-		snprintf(buf, size, "persist");
-	else
-		snprintf(buf, size, "%s0x%x",
-			 flags & VRAM_POOL_PERSIST ? "persist," : "", unknown);
+		return buf;
+	}
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!(flags & names[i].bit))
+			continue;
+		unknown &= ~names[i].bit;
+		n += (size_t)snprintf(buf + n, n < size ? size - n : 0, "%s%s",
+				      n ? "," : "", names[i].name);
+		if (n >= size)
+			return buf;
+	}
+	if (unknown)
+		snprintf(buf + n, size - n, "%s0x%x", n ? "," : "", unknown);
 	return buf;
 }
 
@@ -120,9 +139,10 @@ int pools_print_text(FILE *f, const struct vram_pool_info *pools, size_t n,
 		{ "NAME", TABLE_LEFT },	  { "OWNER", TABLE_LEFT },
 		{ "TAG", TABLE_LEFT },	  { "DEV", TABLE_RIGHT },
 		{ "STATE", TABLE_LEFT },  { "BYTES", TABLE_RIGHT },
-		{ "POLICY", TABLE_LEFT }, { "MAPPERS", TABLE_RIGHT },
+		{ "POLICY", TABLE_LEFT }, { "BACKUP", TABLE_RIGHT },
+		{ "MAPPERS", TABLE_RIGHT },
 	};
-	char owner[CTL_FMT_MAX], size[CTL_FMT_MAX];
+	char owner[CTL_FMT_MAX], size[CTL_FMT_MAX], held[CTL_FMT_MAX];
 	struct table *t;
 	int r;
 
@@ -144,6 +164,13 @@ int pools_print_text(FILE *f, const struct vram_pool_info *pools, size_t n,
 		table_cell(t, "%s", fmt_state(p->state));
 		table_cell(t, "%s", fmt_bytes(p->bytes, size, sizeof(size)));
 		table_cell(t, "%s", fmt_policy(p->policy));
+		/* What the backup holds now (its pages or blocks), not what
+		 * it would hold: "-" for a pool with no backup. */
+		if (p->policy == VRAM_POLICY_DISCARD)
+			table_cell(t, "-");
+		else
+			table_cell(t, "%s",
+				   fmt_bytes(p->backup_bytes, held, sizeof(held)));
 		table_cell(t, "%" PRIu32, p->n_mappers);
 	}
 	r = table_print(t, f, 0);

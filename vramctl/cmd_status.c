@@ -27,6 +27,7 @@ static int status_print_json(const struct vram_stats *st)
 	json_kv_uint(&j, "pools", st->pools);
 	json_kv_uint(&j, "used_bytes", st->used_bytes);
 	json_kv_uint(&j, "backup_bytes", st->backup_bytes);
+	json_kv_uint(&j, "disk_backup_bytes", st->disk_backup_bytes);
 	json_kv_uint(&j, "open_fds", st->open_fds);
 	json_key(&j, "devices");
 	json_array_begin(&j);
@@ -68,6 +69,9 @@ static int status_print_text(FILE *f, const struct vram_stats *st)
 		fmt_bytes(st->used_bytes, a, sizeof(a)), st->used_bytes);
 	fprintf(f, "backups   %s (%" PRIu64 " bytes of host memory)\n",
 		fmt_bytes(st->backup_bytes, a, sizeof(a)), st->backup_bytes);
+	fprintf(f, "disk      %s (%" PRIu64 " bytes of backup files)\n",
+		fmt_bytes(st->disk_backup_bytes, a, sizeof(a)),
+		st->disk_backup_bytes);
 	fprintf(f, "fds       %" PRIu32 " open in the daemon\n", st->open_fds);
 	if (st->n_devices == 0) {
 		fprintf(f, "devices   none\n");

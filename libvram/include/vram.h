@@ -170,6 +170,9 @@ int vram_client_start_thread(vram_client *c);
 enum vram_policy {
 	VRAM_POLICY_DISCARD = 0, /* content dropped on pause (KV cache) */
 	VRAM_POLICY_HOST = 1,    /* content kept in host memory (weights) */
+	VRAM_POLICY_DISK = 2,    /* content kept in a file vramd owns in its
+				  * backup_dir (vramd.conf); -ENOTSUP when the
+				  * daemon has none */
 };
 
 enum vram_state {
@@ -183,6 +186,15 @@ enum vram_state {
 
 /* Pool creation flags. */
 #define VRAM_POOL_PERSIST 0x1u /* outlives its owner's session; re-open it */
+/* Backup flags (host and disk policies). By default a backup's pages go
+ * back to the OS (or the file system) once a resume has restored the pool
+ * and every mapper maps it; RETAIN_BACKUP keeps them, so the next pause
+ * writes without allocating and the backup stays readable while active. */
+#define VRAM_POOL_RETAIN_BACKUP 0x2u
+/* The host backup is not registered (pinned) with the driver: copies run
+ * from pageable memory, slower, and no host memory is pinned. A disk
+ * backup is never registered. */
+#define VRAM_POOL_PAGEABLE_BACKUP 0x4u
 
 /* Open flags. */
 #define VRAM_OPEN_READONLY 0x1u
@@ -244,6 +256,24 @@ uint64_t vram_pool_size(vram_pool *p);
 /* State as this process last saw it. */
 enum vram_state vram_pool_state(vram_pool *p);
 const char *vram_pool_name(vram_pool *p);
+
+/* The pool's backup as this process maps it (host and disk policies, a
+ * read-write mapper): *host gets its address (stable for the life of the
+ * handle: the same address across every pause and resume) and *len its
+ * length; the content at offset o is the pool's byte at base + o as the
+ * last pause saved it, while the pool is paused, and after a resume only
+ * with VRAM_POOL_RETAIN_BACKUP until vram_pool_backup_release(). Errors:
+ * -ENODEV no backup here (discard policy, read-only), -EINVAL not an open
+ * pool, or host or len NULL. */
+int vram_pool_backup(vram_pool *p, void **host, uint64_t *len);
+
+/* Gives the backup's pages back now (to the OS, or to the file system for
+ * a disk backup), keeping its mapping and address: for a caller that
+ * decides at resume time whether a backup is kept (torch_memory_saver's
+ * retain_cpu_backup). On a paused pool it drops the saved content: the
+ * next resume brings back zeroed memory. Errors: -ENODEV no backup here,
+ * -EINVAL not an open pool, -errno from the kernel. */
+int vram_pool_backup_release(vram_pool *p);
 
 /* Grows the pool so that at least bytes are mapped. Errors: -ENOMEM the
  * range or the device is full, -EBUSY while paused, -EPERM a pool this
@@ -388,6 +418,9 @@ struct vram_stats {
 	uint64_t uptime_ms;
 	unsigned n_devices;    /* devices[] entries filled */
 	struct vram_device_info devices[VRAM_MAX_DEVICES];
+	uint64_t disk_backup_bytes; /* disk bytes in backup files (since
+				     * 0.2: beyond an older size, left as the
+				     * caller set it) */
 };
 
 #define VRAM_STATS_INIT VRAM_SIZED_INIT_(struct vram_stats)

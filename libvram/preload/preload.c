@@ -137,6 +137,7 @@ struct preload_pool {
 static struct {
 	int whole;  /* whole-process mode */
 	int backup; /* the default tag keeps a host backup */
+	int retain; /* backups keep their pages after a resume */
 	char tag[VRAM_PRELOAD_TAG_MAX];
 	uint64_t reserve;
 } cfg;
@@ -203,6 +204,12 @@ __attribute__((constructor)) static void preload_init(void)
 	cfg.whole = env_on("VRAM_CAPTURE") || env_on("TMS_INIT_ENABLE");
 	cfg.backup = env_on("VRAM_CAPTURE_BACKUP") ||
 		     env_on("TMS_INIT_ENABLE_CPU_BACKUP");
+	/* torch_memory_saver's "mmap" backend is vramd's pageable backup. */
+	const char *be = getenv("TMS_INIT_CPU_BACKUP_BACKEND");
+	if (cfg.backup && be && strcmp(be, "mmap") == 0)
+		cfg.backup = VRAM_PRELOAD_BACKUP_PAGEABLE;
+	cfg.retain = env_on("VRAM_CAPTURE_RETAIN") ||
+		     env_on("TMS_RETAIN_CPU_BACKUP");
 	if (!tag || !*tag || strlen(tag) >= sizeof(cfg.tag))
 		tag = "default";
 	snprintf(cfg.tag, sizeof(cfg.tag), "%s", tag);
@@ -388,11 +395,21 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 		goto out;
 	}
 	snprintf(name, sizeof(name), "preload.%d.%s.%s.%d", (int)getpid(), tag,
-		 backup ? "host" : "discard", dev);
+		 backup == VRAM_PRELOAD_BACKUP_PAGEABLE ? "pageable" :
+		 backup == VRAM_PRELOAD_BACKUP_DISK	? "disk" :
+		 backup					? "host" :
+							  "discard",
+		 dev);
 	o.name = name;
 	o.tag = tag;
 	o.device = (unsigned)dev;
-	o.policy = backup ? VRAM_POLICY_HOST : VRAM_POLICY_DISCARD;
+	o.policy = backup == VRAM_PRELOAD_BACKUP_DISK ? VRAM_POLICY_DISK :
+		   backup			      ? VRAM_POLICY_HOST :
+							VRAM_POLICY_DISCARD;
+	if (backup == VRAM_PRELOAD_BACKUP_PAGEABLE)
+		o.flags |= VRAM_POOL_PAGEABLE_BACKUP;
+	if (backup && cfg.retain)
+		o.flags |= VRAM_POOL_RETAIN_BACKUP;
 	o.reserve_bytes = cfg.reserve;
 	r = vram_pool_create(preload_client, &o, &p);
 	if (r < 0) {
@@ -616,7 +633,11 @@ EXPORT int vram_preload_region_enter(const char *tag, int backup)
 		return -EOVERFLOW;
 	s = &scope_stack[scope_depth++];
 	s->off = 0;
-	s->backup = backup != 0;
+	s->backup = backup == VRAM_PRELOAD_BACKUP_PAGEABLE ||
+				    backup == VRAM_PRELOAD_BACKUP_DISK ?
+			    backup :
+		    backup != 0 ? VRAM_PRELOAD_BACKUP_HOST :
+				  0;
 	snprintf(s->tag, sizeof(s->tag), "%s", tag);
 	return 0;
 }

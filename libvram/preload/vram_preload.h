@@ -37,9 +37,17 @@ extern "C" {
 
 /* Opens a region on this thread: allocations until the matching
  * vram_preload_region_exit() come from the pool of tag (NULL: "default"),
- * one pool per tag, backup and device, with a host backup when backup is
- * nonzero (VRAM_POLICY_HOST) and discarded on pause otherwise. Scopes
- * nest. -EINVAL (tag too long or empty), -EOVERFLOW (too deep). */
+ * one pool per tag, backup and device. backup: 0 discarded on pause,
+ * VRAM_PRELOAD_BACKUP_HOST a host backup (VRAM_POLICY_HOST, pinned),
+ * VRAM_PRELOAD_BACKUP_PAGEABLE a host backup never pinned,
+ * VRAM_PRELOAD_BACKUP_DISK a file vramd owns (VRAM_POLICY_DISK); any other
+ * nonzero value is HOST. Backups give their host memory back after a
+ * resume unless TMS_RETAIN_CPU_BACKUP=1 (or VRAM_CAPTURE_RETAIN=1) was set
+ * when the library loaded. Scopes nest. -EINVAL (tag too long or empty),
+ * -EOVERFLOW (too deep). */
+#define VRAM_PRELOAD_BACKUP_HOST 1
+#define VRAM_PRELOAD_BACKUP_PAGEABLE 2
+#define VRAM_PRELOAD_BACKUP_DISK 3
 int vram_preload_region_enter(const char *tag, int backup);
 
 /* Closes the innermost scope of this thread, which must be a region:

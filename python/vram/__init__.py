@@ -27,7 +27,7 @@ import errno as _errno
 import os
 import threading
 import weakref
-from ctypes import POINTER, byref, c_int, c_size_t, c_void_p
+from ctypes import POINTER, byref, c_int, c_size_t, c_uint64, c_void_p
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -96,6 +96,7 @@ class State(enum.IntEnum):
 class Policy(enum.IntEnum):
     DISCARD = _lib.POLICY_DISCARD  # content dropped on pause (KV cache)
     HOST = _lib.POLICY_HOST  # content kept in host memory (weights)
+    DISK = _lib.POLICY_DISK  # content kept in a file vramd owns (backup_dir)
 
     def __str__(self):
         return self.name.lower()
@@ -190,6 +191,7 @@ class Stats:
     open_fds: int
     uptime_ms: int
     devices: List[DeviceInfo]
+    disk_backup_bytes: int = 0
 
 
 @dataclass
@@ -370,10 +372,15 @@ class Client(_Handle):
         reserve_bytes=0,
         persist=False,
         policy=None,
+        retain_backup=False,
+        pageable_backup=False,
     ):
         """Creates a pool this client owns. backup=True (or policy
-        Policy.HOST) keeps its content in host memory across a pause;
-        otherwise a pause discards it. reserve_bytes: the virtual range
+        Policy.HOST) keeps its content in host memory across a pause,
+        Policy.DISK in a file vramd owns; otherwise a pause discards it.
+        retain_backup: the backup keeps its pages after a resume (else
+        they go back to the OS). pageable_backup: a host backup is not
+        pinned with the driver. reserve_bytes: the virtual range
         (0: the device's size). persist: the pool outlives this client.
         device: the daemon's index, or a UUID string ("GPU-...", as
         `vramctl status` and `nvidia-smi -L` print it)."""
@@ -393,7 +400,11 @@ class Client(_Handle):
         o.device = int(device)
         o.policy = int(policy)
         o.reserve_bytes = int(reserve_bytes)
-        o.flags = _lib.POOL_PERSIST if persist else 0
+        o.flags = (
+            (_lib.POOL_PERSIST if persist else 0)
+            | (_lib.POOL_RETAIN_BACKUP if retain_backup else 0)
+            | (_lib.POOL_PAGEABLE_BACKUP if pageable_backup else 0)
+        )
         h = c_void_p()
         _check(
             _lib.lib.vram_pool_create(self._handle(), byref(o), byref(h)),
@@ -518,6 +529,7 @@ class Client(_Handle):
             st.open_fds,
             st.uptime_ms,
             devs,
+            st.disk_backup_bytes,
         )
 
     def status(self):
@@ -637,6 +649,25 @@ class Pool(_Handle):
     def size(self):
         """Bytes in the pool's layout (kept while paused)."""
         return _lib.lib.vram_pool_size(self._handle())
+
+    def backup(self):
+        """(address, length) of the pool's backup as this process maps it
+        (host and disk policies): the same address for the life of the
+        handle. Its bytes are the pool's as the last pause saved them while
+        the pool is paused, and after a resume only for a pool made with
+        retain_backup until backup_release(). VramError ENODEV: no backup
+        here."""
+        host, n = c_void_p(), c_uint64()
+        _check(
+            _lib.lib.vram_pool_backup(self._handle(), byref(host), byref(n)),
+            f"vram_pool_backup {self.name}",
+        )
+        return host.value or 0, n.value
+
+    def backup_release(self):
+        """Gives the backup's pages back now (keeping its address): on a
+        paused pool this drops the saved content."""
+        _check(_lib.lib.vram_pool_backup_release(self._handle()), f"vram_pool_backup_release {self.name}")
 
     @property
     def state(self):

@@ -44,12 +44,14 @@ from ctypes import (
 # ---- constants (vram.h) ----------------------------------------------------
 
 LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG = 0, 1, 2, 3
-POLICY_DISCARD, POLICY_HOST = 0, 1
+POLICY_DISCARD, POLICY_HOST, POLICY_DISK = 0, 1, 2
 STATE_ACTIVE, STATE_PAUSING, STATE_PAUSED, STATE_RESUMING = 0, 1, 2, 3
 STATE_INVALID = -1  # vram_pool_state() on a closed or unknown handle
 POOL_PERSIST = 0x1
 CONNECT_RECONNECT = 0x1  # vram.h's VRAM_CONNECT_RECONNECT
 CONNECT_WAIT = 0x2  # VRAM_CONNECT_WAIT
+POOL_RETAIN_BACKUP = 0x2
+POOL_PAGEABLE_BACKUP = 0x4
 OPEN_READONLY = 0x1
 MAX_DEVICES = 16
 # The first libvram whose structs start with their size (the layouts below).
@@ -158,6 +160,7 @@ class Stats(Sized):
         ("uptime_ms", c_uint64),
         ("n_devices", c_uint),
         ("devices", DeviceInfo * MAX_DEVICES),
+        ("disk_backup_bytes", c_uint64),
     ]
 
 
@@ -198,6 +201,8 @@ _PROTOTYPES = {
     "vram_pool_drop": (c_int, [c_void_p, c_char_p]),
     "vram_pool_base": (c_size_t, [c_void_p]),
     "vram_pool_size": (c_uint64, [c_void_p]),
+    "vram_pool_backup": (c_int, [c_void_p, POINTER(c_void_p), POINTER(c_uint64)]),
+    "vram_pool_backup_release": (c_int, [c_void_p]),
     "vram_pool_state": (c_int, [c_void_p]),
     "vram_pool_name": (c_char_p, [c_void_p]),
     "vram_pool_reserve": (c_int, [c_void_p, c_uint64]),

@@ -82,17 +82,29 @@ class _Config:
     name_prefix = None  # None: "torch.<pid>"
     reserve_bytes = 0  # each pool's virtual range; 0: the device's size
     persist = False
+    retain_backup = False  # backups keep their pages after a resume
 
 
 _config = _Config()
 
 
-def configure(socket=None, client_name=None, name_prefix=None, reserve_bytes=None, persist=None):
+def configure(
+    socket=None,
+    client_name=None,
+    name_prefix=None,
+    reserve_bytes=None,
+    persist=None,
+    retain_backup=None,
+):
     """Settings for the pools made from now on; call before the first
     region(). name_prefix: pools are named PREFIX.TAG.POLICY.DEVICE
     (default torch.PID). persist: pools outlive this process (re-open them
-    by name after a restart)."""
+    by name after a restart). retain_backup: backups keep their pages
+    after a resume (else vramd gives them back once the pool is restored;
+    Pool.backup_release() gives a retained one back)."""
     with _lock:
+        if retain_backup is not None:
+            _config.retain_backup = bool(retain_backup)
         if socket is not None:
             _config.socket = socket
         if client_name is not None:
@@ -103,6 +115,27 @@ def configure(socket=None, client_name=None, name_prefix=None, reserve_bytes=Non
             _config.reserve_bytes = int(reserve_bytes)
         if persist is not None:
             _config.persist = bool(persist)
+
+
+# What region(backup=...) takes: False (discard), True or "host" (a host
+# backup registered with the driver), "pageable" (a host backup copied from
+# pageable memory, never pinned), "disk" (a file vramd owns in its
+# backup_dir). Keys of _State.pools hold the normal form: False, True,
+# "pageable" or "disk".
+_BACKUP_NAMES = {False: "discard", True: "host", "pageable": "pageable", "disk": "disk"}
+
+
+def backup_kind(backup):
+    """The normal form of a region's backup argument (see _BACKUP_NAMES)."""
+    if backup in (False, None, 0, "discard"):
+        return False
+    if backup in (True, 1, "host", "pinned"):
+        return True
+    if backup in ("pageable", "mmap"):
+        return "pageable"
+    if backup == "disk":
+        return "disk"
+    raise ValueError(f"unknown backup {backup!r}: False, True/'host', 'pageable' or 'disk'")
 
 
 class _TagPool:
@@ -158,21 +191,25 @@ class _State:
 
     def tag_pool(self, tag, backup, device):
         """device: this process's CUDA index (torch's)."""
-        key = (tag, bool(backup), device)
+        backup = backup_kind(backup)
+        key = (tag, backup, device)
         tp = self.pools.get(key)
         if tp is not None:
             return tp
-        policy = "host" if backup else "discard"
+        policy = _BACKUP_NAMES[backup]
         pool = self.client.create_pool(
             f"{self.prefix}.{tag}.{policy}.{device}",
             tag=tag,
             device=_device_uuid(device),
-            backup=backup,
+            policy=_vram.Policy.DISK if backup == "disk" else None,
+            backup=bool(backup),
             reserve_bytes=_config.reserve_bytes,
             persist=_config.persist,
+            retain_backup=_config.retain_backup and bool(backup),
+            pageable_backup=backup == "pageable",
         )
         mempool = _keep_forever(torch.cuda.MemPool(self.allocator.allocator()))
-        tp = _TagPool(tag, bool(backup), device, pool, mempool)
+        tp = _TagPool(tag, backup, device, pool, mempool)
         self.pools[key] = tp
         return tp
 
@@ -319,8 +356,9 @@ _OOM = getattr(torch, "OutOfMemoryError", getattr(torch.cuda, "OutOfMemoryError"
 def region(tag="default", backup=False, device=None):
     """Allocations of this thread inside the block come from tag's vramd
     pool on device (default: the current CUDA device). backup=True keeps
-    the content across pause/resume (weights); otherwise pause discards it
-    (KV cache). Regions nest. Yields the vram.Pool.
+    the content across pause/resume in host memory (weights; "pageable":
+    without pinning it, "disk": in a file vramd owns); otherwise pause
+    discards it (KV cache). Regions nest. Yields the vram.Pool.
 
     Tensors may be freed and allocated outside the region as usual; the
     memory they hold stays in the pool (torch caches it) and is paused and

@@ -78,10 +78,11 @@ TEST(unsized_structs_are_refused_before_anything_is_sent)
 	ASSERT(infos == NULL);
 	ASSERT_EQ(n, 0);
 
-	/* Stats of size 0, and one byte short. */
+	/* Stats of size 0, and one byte short of its first sized layout
+	 * (which ends with devices). */
 	struct vram_stats st = { 0 };
 	ASSERT_EQ(vram_stats(c, &st), -EINVAL);
-	st.size = sizeof(st) - 1;
+	st.size = offsetof(struct vram_stats, devices) + sizeof(st.devices) - 1;
 	ASSERT_EQ(vram_stats(c, &st), -EINVAL);
 
 	/* Entry sizes: 0, too small, not a multiple of the alignment. */

@@ -515,7 +515,7 @@ static void chaos_worker(int fd, unsigned seed)
 TEST(chaos_sigkill_at_random_points)
 {
 	const char *env = getenv("VRAM_CHAOS_N");
-	unsigned rounds = env ? (unsigned)atoi(env) : 6, seed = 12345;
+	unsigned rounds = env ? (unsigned)atoi(env) : 12, seed = 12345;
 	unsigned kills = 0, recovered = 0, leaks = 0;
 	uint64_t checked = 0;
 	unsigned filled = 0; /* regions the worker reported filled */

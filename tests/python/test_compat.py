@@ -29,7 +29,13 @@ def test_tms_module_surface():
     assert tms.memory_saver is tms.torch_memory_saver
     s = tms.TorchMemorySaver
     # The signatures of torch_memory_saver's TorchMemorySaver.
-    assert _params(s.region) == [("self", E), ("tag", "default"), ("enable_cpu_backup", False)]
+    assert _params(s.region) == [
+        ("self", E),
+        ("tag", "default"),
+        ("enable_cpu_backup", False),
+        ("enable_disk_backup", False),
+        ("cpu_backup_backend", None),
+    ]
     assert _params(s.cuda_graph) == [
         ("self", E),
         ("cuda_graph", E),
@@ -38,7 +44,10 @@ def test_tms_module_surface():
         ("capture_error_mode", "global"),
         ("tag", "default"),
         ("enable_cpu_backup", False),
+        ("cpu_backup_backend", None),
     ]
+    assert _params(s.get_cpu_backup) == [("self", E), ("x", E), ("zero_copy", False)]
+    assert _params(s.set_disk_backup_dir) == [("self", E), ("path", E)]
     assert _params(s.pause) == [("self", E), ("tag", None)]
     assert _params(s.resume) == [("self", E), ("tag", None)]
     assert _params(s.disable) == [("self", E)]
@@ -59,8 +68,9 @@ def test_tms_attributes_engines_touch():
     saver.memory_margin_bytes = 1 << 30
     with pytest.raises(NotImplementedError):
         saver.memory_margin_bytes
-    with pytest.raises(NotImplementedError):
-        saver.get_cpu_backup(None)
+    assert saver.retain_cpu_backup is False
+    saver.retain_cpu_backup = True
+    assert saver.retain_cpu_backup is True
 
 
 def test_tms_pause_resume_before_any_region_do_nothing():
@@ -83,9 +93,16 @@ def test_tms_configure_subprocess_and_change_env(monkeypatch):
     import vram.compat.torch_memory_saver as tms
 
     monkeypatch.delenv("VRAM_TMS_TEST", raising=False)
+    monkeypatch.setenv("LD_PRELOAD", "libother.so")
     before = dict(os.environ)
     with tms.configure_subprocess():
-        assert dict(os.environ) == before  # no LD_PRELOAD
+        # libvram-preload.so first, what was there kept after it.
+        lib, other = os.environ["LD_PRELOAD"].split(":")
+        assert os.path.basename(lib) == "libvram-preload.so" and os.path.exists(lib)
+        assert other == "libother.so"
+        with tms.configure_subprocess():  # nested: not twice
+            assert os.environ["LD_PRELOAD"] == f"{lib}:libother.so"
+    assert dict(os.environ) == before
     with tms.change_env("VRAM_TMS_TEST", "1"):
         assert os.environ["VRAM_TMS_TEST"] == "1"
     assert "VRAM_TMS_TEST" not in os.environ

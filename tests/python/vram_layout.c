@@ -94,6 +94,7 @@ int main(void)
 	F(vram_stats, uptime_ms);
 	F(vram_stats, n_devices);
 	F(vram_stats, devices);
+	F(vram_stats, disk_backup_bytes);
 
 	S(vram_process_usage);
 	F(vram_process_usage, size);

@@ -468,7 +468,7 @@ TEST(pool_of_chunks_pause_and_resume)
 	int fds = harness_count_fds(0);
 
 	ASSERT_OK(pool_create(1, "kv", "kv_cache", 0, POOL_DISCARD, 0,
-			      64 * GRAN, A, &who, &p));
+			      64 * GRAN, NULL, A, &who, &p));
 	ASSERT_OK(pool_mapper_add(p, A, &who, false));
 	/* 5 granules in chunks of at most 2: three chunks, three handles. */
 	fake_mark();

@@ -159,7 +159,7 @@ static struct pool *make_pool(enum pool_policy policy)
 {
 	struct pool *p;
 	struct identity a = who(1);
-	ASSERT_OK(pool_create(1, "p", "weights", 0, policy, 0, 64ull * GRAN, A,
+	ASSERT_OK(pool_create(1, "p", "weights", 0, policy, 0, 64ull * GRAN, NULL, A,
 			      &a, &p));
 	ASSERT_OK(pool_mapper_add(p, A, &a, false));
 	return p;
@@ -172,12 +172,12 @@ TEST(create_validates)
 	char longname[200];
 	memset(longname, 'x', sizeof(longname) - 1);
 	longname[sizeof(longname) - 1] = 0;
-	ASSERT_EQ(pool_create(1, "", "t", 0, POOL_DISCARD, 0, GRAN, A, &a, &p), -EINVAL);
-	ASSERT_EQ(pool_create(1, longname, "t", 0, POOL_DISCARD, 0, GRAN, A, &a, &p), -EINVAL);
-	ASSERT_EQ(pool_create(1, "n", "t", 0, POOL_DISCARD, 0x80, GRAN, A, &a, &p), -EINVAL);
-	ASSERT_EQ(pool_create(1, "n", "t", 0, 7, 0, GRAN, A, &a, &p), -EINVAL);
-	ASSERT_EQ(pool_create(1, "n", "t", 0, POOL_DISCARD, 0, 0, A, &a, &p), -EINVAL);
-	ASSERT_OK(pool_create(1, "n", "t", 0, POOL_HOST, 0, GRAN, A, &a, &p));
+	ASSERT_EQ(pool_create(1, "", "t", 0, POOL_DISCARD, 0, GRAN, NULL, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, longname, "t", 0, POOL_DISCARD, 0, GRAN, NULL, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, "n", "t", 0, POOL_DISCARD, 0x80, GRAN, NULL, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, "n", "t", 0, 7, 0, GRAN, NULL, A, &a, &p), -EINVAL);
+	ASSERT_EQ(pool_create(1, "n", "t", 0, POOL_DISCARD, 0, 0, NULL, A, &a, &p), -EINVAL);
+	ASSERT_OK(pool_create(1, "n", "t", 0, POOL_HOST, 0, GRAN, NULL, A, &a, &p));
 	ASSERT(p->backup_fd >= 0);
 	ASSERT_EQ(p->state, POOL_ACTIVE);
 	pool_destroy(p, NULL);

@@ -15,16 +15,20 @@ the environment of the vLLM server: vLLM loads the ``vram`` general plugin
 in every process it starts (entry point ``vllm.general_plugins``), and
 with VRAM_VLLM=1 the plugin puts this CuMemAllocator in place of vLLM's.
 In a program that drives vLLM in-process, ``install()`` does the same.
+Where the installed vLLM has the SleepModeBackend interface
+(vllm-project/vllm#44074) the plugin also registers vramd's backend,
+``--sleep-mode-backend vram``; older vLLMs reach vramd through the
+allocator swap alone (their worker calls CuMemAllocator's sleep/wake_up).
 
 Policy: vramd decides at allocation time whether a pool's content is kept
 across a pause (vLLM decides at sleep time). Tags in
 ``CuMemAllocator.offload_tags_hint`` (default: "weights" and vLLM's
 "default" tag, the ones vLLM offloads at sleep level 1) get pools with a
 host backup; other tags are discarded. ``sleep(offload_tags)`` then releases
-every pool; a backup pool keeps its content even when its tag is not in
-offload_tags (level 2), and a tag asked to be offloaded whose pool has no
-backup is discarded with a warning (set the hint before the first
-use_memory_pool).
+every pool; a backup pool whose tag is not in offload_tags (level 2) gives
+its host copy back at once (vLLM keeps no copy at level 2 and reloads the
+weights), and a tag asked to be offloaded whose pool has no backup is
+discarded with a warning (set the hint before the first use_memory_pool).
 """
 
 import contextlib
@@ -37,7 +41,7 @@ from vram import VramError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CuMemAllocator", "install", "register"]
+__all__ = ["CuMemAllocator", "install", "register", "register_sleep_mode_backend"]
 
 
 def _vt():
@@ -95,8 +99,11 @@ class CuMemAllocator:
             self.current_tag = old
 
     def sleep(self, offload_tags: Optional[Union[tuple, str]] = None) -> None:
-        """Releases the memory of every tag; tags with a backup keep their
-        content in host memory."""
+        """Releases the memory of every tag. Tags in offload_tags keep their
+        content in host memory (their pools have a backup); every other
+        tag keeps nothing, as vLLM's: a backup pool outside offload_tags
+        (level 2, offload_tags=()) gives its host copy back at once, and
+        wakes up with zeroed memory for vLLM to reload the weights into."""
         if offload_tags is None:
             offload_tags = (CuMemAllocator.default_tag,)
         elif isinstance(offload_tags, str):
@@ -113,12 +120,32 @@ class CuMemAllocator:
         if vt is None:
             return
         rep = vt.pause(None)
+        self._drop_backups(vt, lambda tag: tag not in offload_tags)
         logger.info(
             "vramd: sleep released %.2f GiB (device free %.2f -> %.2f GiB)",
             rep.bytes / 2**30,
             rep.free_before / 2**30,
             rep.free_after / 2**30,
         )
+
+    @staticmethod
+    def _drop_backups(vt, which):
+        """Gives back the host copy of every paused backup pool whose tag
+        which(tag) selects: no host memory is kept for it."""
+        for tag, backup, _dev, pool in vt.pools():
+            if backup and which(tag) and not pool.closed:
+                pool.backup_release()
+
+    def discard(self, tags) -> None:
+        """Releases tags' memory without keeping their content (vLLM's
+        discard, and the sleep-mode backend's)."""
+        if isinstance(tags, str):
+            tags = (tags,)
+        vt = _vt_if_used()
+        if vt is None:
+            return
+        vt.pause(list(tags))
+        self._drop_backups(vt, lambda tag: tag in tags)
 
     def wake_up(self, tags: Optional[list] = None) -> None:
         """Brings back tags (None: all) at the same addresses, restoring
@@ -161,8 +188,93 @@ def install():
     return True
 
 
+def _sleep_mode_backend_class():
+    """vramd's SleepModeBackend (vllm-project/vllm#44074) for the
+    installed vLLM, or None when it has no such interface. Made on first
+    use, so that this module imports without vLLM."""
+    global _backend_class
+    if _backend_class is not None:
+        return _backend_class
+    try:
+        from vllm.device_allocator.sleep_mode_backend import SleepModeBackend
+    except ImportError:
+        return None
+
+    class VramSleepModeBackend(SleepModeBackend):
+        """vLLM's sleep and wake-up on vramd: level 1 keeps the weights in
+        a host backup, level 2 keeps no host copy; resume(tags) wakes the
+        tags asked for (staged wake); a resume that cannot get the memory
+        raises RuntimeError and the engine stays suspended."""
+
+        def suspend(self, level: int = 1) -> None:
+            CuMemAllocator.get_instance().sleep(offload_tags=("weights",) if level == 1 else tuple())
+            self._state = "SUSPENDED"
+
+        def resume(self, tags=None) -> None:
+            self._state = "RESUMING"
+            try:
+                CuMemAllocator.get_instance().wake_up(tags)
+            except BaseException:
+                self._state = "SUSPENDED"
+                raise
+            self._state = "RUNNING"
+
+        def discard(self, tags) -> None:
+            CuMemAllocator.get_instance().discard(tags)
+            self._state = "SUSPENDED"
+
+        @classmethod
+        def preserves_communicators(cls) -> bool:
+            # Only pools pause; NCCL's communicators and buffers are not
+            # in them.
+            return True
+
+        @classmethod
+        def preserves_graphs_with_communicators(cls) -> bool:
+            # Pools come back at the same addresses and NCCL's state is
+            # never touched, so captured graphs replay as they were.
+            return True
+
+    _backend_class = VramSleepModeBackend
+    return _backend_class
+
+
+_backend_class = None
+
+
+def __getattr__(name):
+    # vLLM's factory loads a backend as getattr(module, class_name).
+    if name == "VramSleepModeBackend":
+        cls = _sleep_mode_backend_class()
+        if cls is not None:
+            return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def register_sleep_mode_backend(name="vram"):
+    """Registers vramd's sleep-mode backend with vLLM's factory under name
+    (select it with --sleep-mode-backend vram). Returns False when the
+    installed vLLM has no SleepModeBackend interface."""
+    try:
+        from vllm.device_allocator.sleep_mode_backend import SleepModeBackendFactory
+    except ImportError:
+        return False
+    try:
+        SleepModeBackendFactory.register_backend(name, __name__, "VramSleepModeBackend")
+    except ValueError:
+        pass  # registered already (the plugin runs once per process it loads in)
+    return True
+
+
 def register():
-    """vLLM's general-plugin entry point: installs when VRAM_VLLM=1."""
+    """vLLM's general-plugin entry point, run in every vLLM process: with
+    VRAM_VLLM=1, vramd's CuMemAllocator replaces vLLM's (the memory the
+    worker allocates in use_memory_pool goes to vramd pools) and, where
+    vLLM has SleepModeBackend, vramd's backend is registered as "vram"."""
     if os.environ.get("VRAM_VLLM", "") not in ("", "0"):
         if install():
-            logger.info("vramd: vLLM sleep mode runs on vramd")
+            backend = register_sleep_mode_backend()
+            logger.info(
+                "vramd: vLLM sleep mode runs on vramd%s",
+                " (sleep-mode backend 'vram')" if backend else " (allocator swap)",
+            )

@@ -1,0 +1,42 @@
+/* A pool's backup: where the content of a paused pool lives. For the host
+ * policy a sparse memfd, for the disk policy a sparse file the daemon
+ * creates in backup_dir. Either way the daemon holds one fd (struct
+ * pool's backup_fd, the only place it is kept) and passes it to the
+ * pool's writers, whose saver copies the device memory into a shared
+ * mapping of it and whose restorer copies it back: the copy runs in the
+ * client, off the daemon's loop, at the speed of the mapping (host RAM, or
+ * the page cache and then the disk). The daemon only creates, measures,
+ * settles and releases it, none of which reads or writes the content.
+ */
+#ifndef VRAMD_BACKUP_H
+#define VRAMD_BACKUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Makes the backup of a pool: a memfd of size bytes (path NULL or
+ * empty), or a file named after the pool in dir (written to *path, which
+ * holds at least BACKUP_PATH_MAX bytes). Both are sparse: they hold no
+ * pages until a pause writes. Returns the fd or -errno (-ENOTDIR when the
+ * disk policy is asked for and no directory is configured). */
+#define BACKUP_PATH_MAX 512
+int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
+		  uint64_t size, char *path);
+
+/* Bytes the backup truly holds: its allocated blocks (st_blocks), so a
+ * backup whose pages were released counts 0 however large it is. */
+uint64_t backup_held(int fd);
+
+/* Gives the backup's pages back (to the OS for a memfd, to the file system
+ * for a file) and keeps its size, so the mappings the clients hold stay
+ * valid and the next pause writes into it again. Returns 0 or -errno. */
+int backup_release(int fd);
+
+/* After a pause wrote a disk backup (the saver synced it): drops its pages
+ * from the page cache, so that the host memory it used goes back too. */
+void backup_settle(int fd);
+
+/* Closes the backup and removes its file (path NULL or empty: a memfd). */
+void backup_destroy(int fd, const char *path);
+
+#endif

@@ -1,0 +1,368 @@
+"""torch_memory_saver's backup semantics and vLLM's sleep levels through
+vram.compat, on the host backend: when a backup's host memory goes back
+(a resume that does not retain it), when get_cpu_backup is valid (paused,
+or retained after a resume, at the same address), the "mmap" backend
+(pageable), level 1 keeping the weights and level 2 keeping no host copy,
+and vramd's SleepModeBackend in vLLM's factory.
+
+As in test_vllm_wake.py, a stand-in ``torch`` module sits in sys.modules
+and vram.torch is given pools made here. The stand-in has what
+get_cpu_backup calls: a tensor with data_ptr/nbytes/dtype/shape, and
+frombuffer, whose result is the bytes it was given (a view, or a copy
+after clone)."""
+
+import ctypes
+import errno
+import os
+import sys
+import types
+
+import pytest
+
+import vram
+import vramtest
+from vramtest import MiB
+
+
+class FakeTensor:
+    """A "CUDA tensor" at a pool address (the host backend's memory is
+    host memory, so its bytes can be read)."""
+
+    is_cuda = True
+    dtype = "uint8"
+
+    def __init__(self, ptr, nbytes):
+        self.ptr, self.nbytes, self.shape = ptr, nbytes, (nbytes,)
+
+    def data_ptr(self):
+        return self.ptr
+
+    def is_contiguous(self):
+        return True
+
+    def stride(self):
+        return (1,)
+
+
+class HostView:
+    """What the stand-in frombuffer returns: the buffer itself."""
+
+    def __init__(self, buf, copied=False):
+        self.buf, self.copied = buf, copied
+
+    def view(self, *_):
+        return self
+
+    def clone(self):
+        return HostView(bytes(self.buf), True)
+
+    def data_ptr(self):
+        return ctypes.addressof(self.buf)
+
+    def tobytes(self):
+        return bytes(self.buf)
+
+
+@pytest.fixture
+def daemon(monkeypatch):
+    d = vramtest.Daemon(capacity="256M", devices=1)
+    monkeypatch.setenv("VRAM_SOCKET", d.socket)
+    try:
+        yield d
+    finally:
+        rc = d.stop()
+        if rc != 0:
+            pytest.fail(f"vramd exited with {rc}:\n{d.log()}")
+
+
+@pytest.fixture
+def stand_in(monkeypatch, daemon):
+    """vram.torch over a client of the test's daemon; pools(kinds) makes
+    one pool per (tag, kind) as vram.torch's tag_pool would, retained as
+    the compat layer asks."""
+    fake_torch = types.ModuleType("torch")
+    fake_torch.cuda = types.ModuleType("torch.cuda")
+    fake_torch.uint8 = "uint8"
+    fake_torch.frombuffer = lambda buf, dtype: HostView(buf)
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.delitem(sys.modules, "vram.torch", raising=False)
+    import vram.torch as vt
+
+    c = vram.connect(daemon.socket, name="engine")
+    c.start_thread()
+    pools = {}
+
+    def make(tag, kind, retain=True):
+        p = c.create_pool(
+            f"torch.test.{tag}",
+            tag=tag,
+            backup=bool(kind),
+            reserve_bytes=128 * MiB,
+            retain_backup=retain and bool(kind),
+            pageable_backup=kind == "pageable",
+        )
+        pools[(tag, kind, 0)] = vt._TagPool(tag, kind, 0, p, None)
+        return p
+
+    monkeypatch.setattr(vt, "_state", types.SimpleNamespace(client=c, pools=pools))
+    try:
+        yield vt, c, make
+    finally:
+        c.close()
+
+
+def _held(client, pool):
+    [pi] = client.list_pools(name=pool.name)
+    return pi.backup_bytes
+
+
+def _saver():
+    import vram.compat.torch_memory_saver as tms
+
+    s = tms.TorchMemorySaver()
+    s.hook_mode = "torch"
+    return s
+
+
+def _tensor(pool, seed, n=MiB):
+    ptr = pool.alloc(n)
+    data = vramtest.pattern(n, seed)
+    pool.view(ptr, n)[:] = data
+    return FakeTensor(ptr, n), data
+
+
+@pytest.mark.parametrize("kind", [True, "pageable"], ids=["pinned", "mmap"])
+def test_backup_released_by_a_resume_that_does_not_retain(stand_in, kind):
+    vt, c, make = stand_in
+    w = make("weights", kind)
+    kv = make("kv_cache", False)
+    t, data = _tensor(w, 1)
+    k, _ = _tensor(kv, 2)
+    s = _saver()
+    assert s.retain_cpu_backup is False
+    s.pause()
+    assert _held(c, w) >= MiB
+    got = s.get_cpu_backup(t)
+    assert got.copied and got.tobytes() == data
+    assert s.get_cpu_backup(k) is None  # no backup: None, as upstream
+    s.resume()
+    assert bytes(w.view(t.ptr, MiB)) == data
+    # Not retained: only valid while paused, and its pages went back.
+    assert s.get_cpu_backup(t) is None
+    assert _held(c, w) == 0
+    assert bytes(kv.view(k.ptr, MiB)) != vramtest.pattern(MiB, 2)
+
+
+def test_retained_backup_keeps_its_address_until_a_non_retaining_resume(stand_in):
+    vt, c, make = stand_in
+    w = make("weights", True)
+    t, data = _tensor(w, 3)
+    s = _saver()
+    s.pause("weights")
+    first = s.get_cpu_backup(t, zero_copy=True)
+    assert not first.copied and first.tobytes() == data
+    addr = first.data_ptr()
+    s.retain_cpu_backup = True
+    s.resume("weights")
+    after = s.get_cpu_backup(t, zero_copy=True)
+    assert after.data_ptr() == addr and after.tobytes() == data
+    assert _held(c, w) >= MiB
+    # Turning retention off keeps what is held until the next resume.
+    s.retain_cpu_backup = False
+    assert s.get_cpu_backup(t, zero_copy=True).data_ptr() == addr
+    data2 = vramtest.pattern(MiB, 4)
+    w.view(t.ptr, MiB)[:] = data2
+    s.pause("weights")
+    again = s.get_cpu_backup(t, zero_copy=True)
+    assert again.data_ptr() == addr and again.tobytes() == data2
+    s.resume("weights")
+    assert s.get_cpu_backup(t) is None
+    assert _held(c, w) == 0
+    assert bytes(w.view(t.ptr, MiB)) == data2
+
+
+def test_retain_from_the_environment(monkeypatch):
+    import vram.compat.torch_memory_saver as tms
+
+    monkeypatch.setenv("TMS_RETAIN_CPU_BACKUP", "1")
+    assert tms.TorchMemorySaver().retain_cpu_backup is True
+    monkeypatch.setenv("TMS_RETAIN_CPU_BACKUP", "0")
+    assert tms.TorchMemorySaver().retain_cpu_backup is False
+
+
+def test_region_options_as_upstream_checks_them(monkeypatch):
+    s = _saver()
+    k = s._kind
+    assert k(False, False, None) is False
+    assert k(True, False, None) is True  # pinned, the default
+    assert k(True, False, "pinned") is True
+    assert k(True, False, "mmap") == "pageable"
+    assert k(False, True, None) == "disk"
+    monkeypatch.setenv("TMS_INIT_CPU_BACKUP_BACKEND", "mmap")
+    assert k(True, False, None) == "pageable"
+    assert k(True, False, "pinned") is True  # the argument wins
+    with pytest.raises(ValueError):
+        k(False, False, "mmap")
+    with pytest.raises(ValueError):
+        k(True, False, "bogus")
+    with pytest.raises(AssertionError):
+        k(True, True, None)
+
+
+def test_vram_torch_backup_kinds(monkeypatch):
+    fake_torch = types.ModuleType("torch")
+    fake_torch.cuda = types.ModuleType("torch.cuda")
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    monkeypatch.delitem(sys.modules, "vram.torch", raising=False)
+    import vram.torch as vt
+
+    assert vt.backup_kind(False) is False and vt.backup_kind(None) is False
+    assert vt.backup_kind(True) is True and vt.backup_kind("host") is True
+    assert vt.backup_kind("mmap") == "pageable" and vt.backup_kind("disk") == "disk"
+    with pytest.raises(ValueError):
+        vt.backup_kind("tape")
+
+
+def test_set_disk_backup_dir_creates_it(tmp_path):
+    s = _saver()
+    d = tmp_path / "a" / "b"
+    s.set_disk_backup_dir(str(d))
+    assert d.is_dir()
+
+
+# ---- vLLM's levels ---------------------------------------------------------
+
+
+def _allocator():
+    from vram.compat.vllm import CuMemAllocator
+
+    a = CuMemAllocator()
+    a._backup = {"weights": True, "kv_cache": False}
+    return a
+
+
+def test_vllm_level_1_keeps_the_weights_level_2_keeps_no_host_copy(stand_in):
+    vt, c, make = stand_in
+    w = make("weights", True, retain=False)
+    make("kv_cache", False)
+    t, data = _tensor(w, 5)
+    a = _allocator()
+
+    a.sleep(offload_tags=("weights",))  # level 1
+    assert _held(c, w) >= MiB
+    a.wake_up(tags=["weights"])  # staged: weights first
+    assert vt.is_paused("kv_cache") and not vt.is_paused("weights")
+    assert bytes(w.view(t.ptr, MiB)) == data
+    a.wake_up(tags=["kv_cache"])
+    assert _held(c, w) == 0  # restored: the host copy went back
+
+    a.sleep(offload_tags=())  # level 2: vLLM reloads the weights
+    assert vt.is_paused("weights")
+    assert _held(c, w) == 0
+    a.wake_up()
+    assert bytes(w.view(t.ptr, MiB)) == bytes(MiB)
+
+
+def test_vllm_discard_keeps_nothing(stand_in):
+    vt, c, make = stand_in
+    w = make("weights", True, retain=False)
+    t, _ = _tensor(w, 6)
+    a = _allocator()
+    a.discard(("weights",))
+    assert vt.is_paused("weights") and _held(c, w) == 0
+    a.wake_up(["weights"])
+    assert bytes(w.view(t.ptr, MiB)) == bytes(MiB)
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """vllm.device_allocator.sleep_mode_backend as vllm-project/vllm#44074
+    has it: the ABC and the factory (its registry empty)."""
+    import abc
+
+    mod = types.ModuleType("vllm.device_allocator.sleep_mode_backend")
+
+    class SleepModeBackend(abc.ABC):
+        def __init__(self):
+            self._state = "RUNNING"
+
+        @abc.abstractmethod
+        def suspend(self, level=1): ...
+
+        @abc.abstractmethod
+        def resume(self, tags=None): ...
+
+        def state(self):
+            return self._state
+
+    class SleepModeBackendFactory:
+        _registry = {}
+
+        @classmethod
+        def register_backend(cls, name, module_path, class_name):
+            if name in cls._registry:
+                raise ValueError(name)
+            import importlib
+
+            cls._registry[name] = lambda: getattr(importlib.import_module(module_path), class_name)
+
+        @classmethod
+        def get_backend_class(cls, name):
+            return cls._registry[name]()
+
+    mod.SleepModeBackend = SleepModeBackend
+    mod.SleepModeBackendFactory = SleepModeBackendFactory
+    for name in ("vllm", "vllm.device_allocator"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    import vram.compat.vllm as v
+
+    monkeypatch.setattr(v, "_backend_class", None)
+    return mod
+
+
+def test_vllm_sleep_mode_backend_registers_and_runs(stand_in, fake_vllm, monkeypatch):
+    import vram.compat.vllm as v
+
+    vt, c, make = stand_in
+    w = make("weights", True, retain=False)
+    make("kv_cache", False)
+    t, data = _tensor(w, 7)
+    a = _allocator()
+    monkeypatch.setattr(v.CuMemAllocator, "instance", a)
+
+    assert v.register_sleep_mode_backend() is True
+    assert v.register_sleep_mode_backend() is True  # twice: no error
+    cls = fake_vllm.SleepModeBackendFactory.get_backend_class("vram")
+    assert issubclass(cls, fake_vllm.SleepModeBackend)
+    assert cls.preserves_communicators()
+    b = cls()
+    b.suspend(level=1)
+    assert b.state() == "SUSPENDED" and vt.is_paused("weights")
+    b.resume(["weights"])
+    assert b.state() == "RUNNING" and bytes(w.view(t.ptr, MiB)) == data
+    b.resume(["kv_cache"])
+
+    # A resume that cannot fit: RuntimeError, still suspended.
+    b.suspend(level=1)
+    other = vram.connect(os.environ["VRAM_SOCKET"], name="trainer")
+    try:
+        hog = other.create_pool("hog", reserve_bytes=256 * MiB)
+        hog.reserve(224 * MiB)  # the weights (64 MiB) cannot fit
+        with pytest.raises(RuntimeError) as ei:
+            b.resume(None)
+        assert ei.value.__cause__.errno == errno.ENOMEM
+        assert b.state() == "SUSPENDED"
+    finally:
+        other.close()
+    b.resume(None)
+    assert bytes(w.view(t.ptr, MiB)) == data
+
+
+def test_vllm_without_sleep_mode_backend(monkeypatch):
+    import vram.compat.vllm as v
+
+    monkeypatch.setitem(sys.modules, "vllm.device_allocator.sleep_mode_backend", None)
+    monkeypatch.setattr(v, "_backend_class", None)
+    assert v.register_sleep_mode_backend() is False
+    assert v._sleep_mode_backend_class() is None
