@@ -116,7 +116,9 @@ gpu_tests() {
 		[ -x "$build/tests/$t" ] && units+=("$build/tests/$t")
 	done
 	# The PyTorch cases (skip without torch), through the runner's adapter.
-	[ -x "$root/tests/gpu/torch_test.py" ] && units+=("$root/tests/gpu/torch_test.py")
+	for t in torch_test.py tms_test.py; do
+		[ -x "$root/tests/gpu/$t" ] && units+=("$root/tests/gpu/$t")
+	done
 	echo "== GPU tests"
 	TEST_TIMEOUT=${TEST_TIMEOUT:-180} VRAM_TEST_VERBOSE=1 \
 		"$build/tests/runner" "$build"/tests/gpu/* "${units[@]}" >"$dir/test-gpu.log" 2>&1
