@@ -31,7 +31,8 @@ case $build in
 *) build=$root/$build ;;
 esac
 debs=$root/.debs
-RUNTIME_PKGS=(libuv1 libprotobuf-c1)
+# What the binaries link that the GPU machine lacks (readelf -d build/vramd).
+RUNTIME_PKGS=(libuv1 libprotobuf-c1 libmicrohttpd12)
 
 die() {
 	echo "gpu-prepare: $*" >&2
@@ -80,7 +81,8 @@ prepare() {
 runtime_env() {
 	local libdir=$debs/root/usr/lib/x86_64-linux-gnu
 	if ldconfig -p 2>/dev/null | grep -q 'libuv\.so\.1 ' &&
-		ldconfig -p 2>/dev/null | grep -q 'libprotobuf-c\.so\.1 '; then
+		ldconfig -p 2>/dev/null | grep -q 'libprotobuf-c\.so\.1 ' &&
+		ldconfig -p 2>/dev/null | grep -q 'libmicrohttpd\.so\.12 '; then
 		return 0
 	fi
 	if [ ! -d "$libdir" ]; then
