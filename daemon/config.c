@@ -20,10 +20,18 @@ void config_defaults(struct config *cfg)
 	cfg->log_level = LOG_INFO;
 	cfg->ack_timeout_ms = 10000;
 	cfg->chunk_max = 1ull << 30;
-	cfg->max_sessions = 256;
+	/* 1024 clients of one uid, others, and root or the admin group. */
+	cfg->max_sessions = 2048;
 	cfg->max_pools = 1024;
 	cfg->max_chunks = 240;
 	cfg->socket_mode = 0660;
+	cfg->admin_reserve = 32;
+	cfg->max_sessions_per_uid = 1024;
+	cfg->hello_timeout_ms = 5000;
+	cfg->max_queued = 512ull << 20;
+	cfg->max_queued_per_uid = 256ull << 20;
+	cfg->max_queued_fds = 16384;
+	cfg->max_queued_fds_per_uid = 8192;
 }
 
 int config_parse_size(const char *s, uint64_t *out)
@@ -104,6 +112,34 @@ int config_set(struct config *cfg, const char *key, const char *value)
 			cfg->host_granularity = size;
 		return 0;
 	}
+	if (strcmp(key, "max_queued") == 0 ||
+	    strcmp(key, "max_queued_per_uid") == 0) {
+		r = config_parse_size(value, &size);
+		if (r < 0 || size < (1u << 20))
+			return -EINVAL; /* at least one frame */
+		if (strcmp(key, "max_queued") == 0)
+			cfg->max_queued = size;
+		else
+			cfg->max_queued_per_uid = size;
+		return 0;
+	}
+	if (strcmp(key, "admin_group") == 0) {
+		if (strlen(value) >= sizeof(cfg->admin_group))
+			return -EINVAL;
+		snprintf(cfg->admin_group, sizeof(cfg->admin_group), "%s", value);
+		return 0;
+	}
+	if (strcmp(key, "admin_reserve") == 0)
+		return parse_uint(value, 0, 65536, &cfg->admin_reserve);
+	if (strcmp(key, "max_sessions_per_uid") == 0)
+		return parse_uint(value, 1, 65536, &cfg->max_sessions_per_uid);
+	if (strcmp(key, "hello_timeout_ms") == 0)
+		return parse_uint(value, 1, 3600 * 1000, &cfg->hello_timeout_ms);
+	if (strcmp(key, "max_queued_fds") == 0)
+		return parse_uint(value, WIRE_MAX_FDS, 1 << 20, &cfg->max_queued_fds);
+	if (strcmp(key, "max_queued_fds_per_uid") == 0)
+		return parse_uint(value, WIRE_MAX_FDS, 1 << 20,
+				  &cfg->max_queued_fds_per_uid);
 	if (strcmp(key, "host_devices") == 0)
 		return parse_uint(value, 1, BACKEND_MAX_DEVICES, &cfg->host_devices);
 	if (strcmp(key, "ack_timeout_ms") == 0)

@@ -19,6 +19,15 @@ struct config {
 	unsigned max_pools;
 	unsigned max_chunks; /* per pool, at most WIRE_MAX_FDS - 10 */
 	unsigned socket_mode;
+	/* Limits on clients (daemon/limits.c, docs/security.md). */
+	unsigned admin_reserve;	       /* sessions only root/admin may use */
+	unsigned max_sessions_per_uid;
+	unsigned hello_timeout_ms;
+	uint64_t max_queued;	       /* output queued for all sessions */
+	uint64_t max_queued_per_uid;
+	unsigned max_queued_fds;
+	unsigned max_queued_fds_per_uid;
+	char admin_group[64];	       /* name or gid; "" for root only */
 };
 
 void config_defaults(struct config *cfg);

@@ -26,6 +26,7 @@ static void usage(FILE *f)
 		"      --chunk-max SIZE     largest chunk a pool grows by\n"
 		"      --ack-timeout-ms MS  how long pause/resume wait for mappers\n"
 		"  -l, --log-level LEVEL    error, warn, info or debug\n"
+		"      --set KEY=VALUE      any setting of vramd.conf\n"
 		"  -V, --version            print the version\n"
 		"  -h, --help               this text\n");
 }
@@ -55,6 +56,7 @@ int main(int argc, char **argv)
 		{ "chunk-max", required_argument, NULL, 3 },
 		{ "ack-timeout-ms", required_argument, NULL, 4 },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "set", required_argument, NULL, 5 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -96,6 +98,17 @@ int main(int argc, char **argv)
 		case 'b': key = "backend"; break;
 		case 'l': key = "log_level"; break;
 		case 1: case 2: case 3: case 4: key = keys[c]; break;
+		case 5: {
+			/* --set key=value: any setting of the file. */
+			char kv[256], *eq;
+			snprintf(kv, sizeof(kv), "%s", optarg);
+			eq = strchr(kv, '=');
+			if (!eq || config_set(&cfg, (*eq = '\0', kv), eq + 1) < 0) {
+				fprintf(stderr, "vramd: bad --set %s\n", optarg);
+				return 2;
+			}
+			continue;
+		}
 		default: continue;
 		}
 		if (config_set(&cfg, key, optarg) < 0) {

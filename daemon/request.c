@@ -10,6 +10,7 @@
 
 #include "audit.h"
 #include "clock.h"
+#include "limit.h"
 #include "log.h"
 #include "message.h"
 #include "node.h"
@@ -19,15 +20,12 @@
 
 #define RESERVE_MAX (64ull << 40) /* virtual range of one pool */
 
-/* Names reach logs, tables and terminals: printable characters only, so a
- * client cannot forge log lines or drive an admin's terminal. */
+/* Names reach logs, tables, JSON and terminals: valid UTF-8 without
+ * control characters (limit.c), so a client cannot forge log lines,
+ * drive an admin's terminal or list a name nobody can type back. */
 static bool name_ok(const char *s, size_t max)
 {
-	size_t n = 0;
-	for (; s[n]; n++)
-		if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f)
-			return false;
-	return n < max;
+	return limit_name_ok(s, max);
 }
 
 static void handle_hello(struct server *srv, struct session *s, uint64_t id,

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "config.h"
+#include "limit.h"
 #include "node.h"
 
 #define VRAMD_VERSION "0.2.0"
@@ -35,6 +36,8 @@ struct server {
 	struct session *sessions; /* doubly linked */
 	unsigned n_sessions;
 	struct session *broken; /* to close from the loop, via next_broken */
+
+	struct limit limits; /* sessions, queues, the listener's back-off */
 
 	uint64_t next_session_id;
 	uint64_t start_ms;

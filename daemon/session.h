@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "limit.h"
 #include "pool.h"
 #include "vram.pb-c.h"
 #include "wire.h"
@@ -39,6 +40,10 @@ struct session {
 	 * work that waits for it (server.c). */
 	Vram__Request *parked;
 	uv_work_t settle;
+	/* Its share of the limits (daemon/limit.c); limits is set by the
+	 * owner once admitted, NULL before. */
+	struct limit *limits;
+	struct limit_acct acct;
 };
 
 /* Takes an accepted socket (CLOEXEC, non-blocking): reads the peer's

@@ -1,0 +1,309 @@
+/* Hostile and flooding clients (issue 12): the fd limit, idle connections
+ * from one uid, hellos that never come, readers that never read, and
+ * names that are not text. Each case reproduced its problem on the daemon
+ * before daemon/limit.c. */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include "integ.h"
+
+/* A connection to the test's daemon that speaks no protocol (yet); -1
+ * when connect fails (non-blocking: a full backlog is a failure). */
+static int raw_connect(bool nonblock)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+					 (nonblock ? SOCK_NONBLOCK : 0),
+			0);
+	if (fd < 0)
+		return -1;
+	if (strlen(integ_daemon.socket) >= sizeof(a.sun_path)) {
+		close(fd);
+		return -1;
+	}
+	memcpy(a.sun_path, integ_daemon.socket, strlen(integ_daemon.socket));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Sends one frame of a hand-encoded protobuf Request. */
+static void raw_send(int fd, const uint8_t *req, size_t len)
+{
+	uint8_t buf[64];
+	uint32_t h[3] = { 0x4d415256u, (uint32_t)len, 0 };
+	memcpy(buf, h, sizeof(h)); /* the wire is little-endian, as are we */
+	memcpy(buf + sizeof(h), req, len);
+	ASSERT_EQ(write(fd, buf, sizeof(h) + len), (ssize_t)(sizeof(h) + len));
+}
+
+/* Request{id = 1, hello{version = 1}}. */
+static void raw_hello(int fd)
+{
+	static const uint8_t hello[] = { 0x08, 0x01, 0x52, 0x02, 0x08, 0x01 };
+	raw_send(fd, hello, sizeof(hello));
+}
+
+/* Request{id = 2, stats{}}, many times in one write. */
+static void raw_flood_stats(int fd, unsigned n)
+{
+	static const uint8_t stats[] = { 0x08, 0x02, 0x9a, 0x01, 0x00 };
+	uint8_t frame[12 + sizeof(stats)];
+	uint32_t h[3] = { 0x4d415256u, sizeof(stats), 0 };
+	memcpy(frame, h, sizeof(h));
+	memcpy(frame + sizeof(h), stats, sizeof(stats));
+	size_t per = sizeof(frame), batch = 1024;
+	uint8_t *buf = malloc(per * batch);
+	ASSERT(buf != NULL);
+	for (size_t i = 0; i < batch; i++)
+		memcpy(buf + i * per, frame, per);
+	for (unsigned sent = 0; sent < n; sent += (unsigned)batch) {
+		ssize_t w = write(fd, buf, per * batch);
+		if (w < 0)
+			break; /* dropped already: what the case wants */
+	}
+	free(buf);
+}
+
+/* Reads until the daemon closes fd: true when it did within ms. */
+static bool raw_closed_by_daemon(int fd, int ms)
+{
+	char buf[65536];
+	int64_t end = harness_now_ms() + ms;
+	for (;;) {
+		int64_t left = end - harness_now_ms();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return false;
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return true;
+	}
+}
+
+static unsigned count_in(const char *hay, const char *needle)
+{
+	unsigned n = 0;
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Lets other uids reach the socket: it is the daemon that must refuse. */
+static void socket_open_to_all(void)
+{
+	ASSERT_OK(chmod(integ_daemon.dir, 0755));
+	ASSERT_OK(chmod(integ_daemon.socket, 0666));
+}
+
+/* In a child as uid: connects up to n clients, keeps them, and exits
+ * with how many it got once the parent writes to go (so the parent acts
+ * while they are held). Returns the pid; *ready is readable once the
+ * clients are connected. */
+static pid_t uid_holds_sessions(uid_t uid, unsigned n, int *ready, int *go)
+{
+	int up[2], down[2];
+	ASSERT_OK(pipe(up));
+	ASSERT_OK(pipe(down));
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		close(up[0]);
+		close(down[1]);
+		if (setgid(uid) < 0 || setuid(uid) < 0)
+			_exit(255);
+		unsigned got = 0;
+		vram_client *c;
+		for (unsigned i = 0; i < n; i++)
+			if (vram_connect(NULL, "holder", 0, &c) == 0)
+				got++;
+		char b = 1;
+		if (write(up[1], &b, 1) != 1 || read(down[0], &b, 1) < 0)
+			_exit(254);
+		_exit((int)got);
+	}
+	close(up[1]);
+	close(down[0]);
+	*ready = up[0];
+	*go = down[1];
+	return pid;
+}
+
+static void uid_holds_wait(int ready)
+{
+	char b;
+	ASSERT_EQ(read(ready, &b, 1), 1);
+}
+
+static int uid_holds_end(pid_t pid, int ready, int go)
+{
+	char b = 1;
+	ASSERT_EQ(write(go, &b, 1), 1);
+	close(go);
+	close(ready);
+	return harness_wait(pid, 20000);
+}
+
+/* Issue 12.1: at its fd limit vramd spun on accept (EMFILE), logging
+ * each failure (~45 MB/s). Now it accepts-and-closes through a reserve
+ * fd, rests the listener, and logs once; and serves again after. */
+TEST(accept_backs_off_at_the_fd_limit)
+{
+	struct rlimit low = { 64, 64 };
+	integ_start("64M");
+	/* Lowered from outside: the daemon raises its soft limit at start. */
+	ASSERT_OK(prlimit(integ_daemon.pid, RLIMIT_NOFILE, &low, NULL));
+	int fds[200];
+	unsigned n = 0;
+	for (unsigned i = 0; i < 200; i++) {
+		int fd = raw_connect(true);
+		if (fd >= 0)
+			fds[n++] = fd;
+	}
+	ASSERT(n > 64);
+	harness_msleep(500); /* the old daemon logged thousands of lines here */
+	for (unsigned i = 0; i < n; i++)
+		close(fds[i]);
+	vram_client *c = NULL;
+	int r = -1;
+	for (int i = 0; i < 200 && r < 0; i++) {
+		r = vram_connect(NULL, "after", 0, &c);
+		if (r < 0)
+			harness_msleep(20);
+	}
+	ASSERT_OK(r);
+	vram_client_close(c);
+	const char *log = harness_daemon_log(&integ_daemon);
+	unsigned lines = count_in(log, "Too many open files");
+	if (lines > 1)
+		TEST_FAIL("%u log lines about the fd limit", lines);
+	ASSERT_EQ(lines, 1);
+	ASSERT_EQ(count_in(log, "accepting again"), 1);
+	integ_stop();
+}
+
+/* Issue 12.2: 256 idle connections from one group member locked every
+ * other user out, root included (max_sessions, here 16, reached). Now
+ * admin_reserve keeps slots for root and the admin group. */
+TEST(one_uid_cannot_lock_out_root)
+{
+	char conf[128];
+	snprintf(conf, sizeof(conf), "/tmp/vramd-hostile-%d.conf", getpid());
+	FILE *f = fopen(conf, "w");
+	ASSERT(f != NULL);
+	fputs("max_sessions = 16\n", f);
+	fclose(f);
+	const char *const extra[] = { "--config", conf, NULL };
+	integ_start_args(extra);
+	unlink(conf);
+	socket_open_to_all();
+	int ready, go;
+	pid_t pid = uid_holds_sessions(65534, 16, &ready, &go);
+	uid_holds_wait(ready);
+	vram_client *c = integ_connect("root-after-flood");
+	struct vram_stats st = integ_stats(c);
+	ASSERT(st.sessions >= 2);
+	vram_client_close(c);
+	int got = uid_holds_end(pid, ready, go);
+	ASSERT(got > 0 && got < 16);
+	integ_stop();
+}
+
+/* One uid holds at most max_sessions_per_uid sessions; another uid is
+ * not held back by it. */
+TEST(sessions_are_capped_per_uid)
+{
+	const char *const extra[] = { "--set", "max_sessions_per_uid=3", NULL };
+	integ_start_args(extra);
+	socket_open_to_all();
+	int r1, g1, r2, g2;
+	pid_t a = uid_holds_sessions(65534, 5, &r1, &g1);
+	uid_holds_wait(r1);
+	pid_t b = uid_holds_sessions(65533, 5, &r2, &g2);
+	uid_holds_wait(r2);
+	ASSERT_EQ(uid_holds_end(a, r1, g1), 3);
+	ASSERT_EQ(uid_holds_end(b, r2, g2), 3);
+	integ_stop();
+}
+
+/* Issue 12.2: a connection that never says hello held its slot forever.
+ * Now it is closed after hello_timeout_ms; one that said hello stays. */
+TEST(hello_has_a_deadline)
+{
+	const char *const extra[] = { "--set", "hello_timeout_ms=200", NULL };
+	integ_start_args(extra);
+	int mute = raw_connect(false), talker = raw_connect(false);
+	ASSERT(mute >= 0 && talker >= 0);
+	raw_hello(talker);
+	ASSERT(raw_closed_by_daemon(mute, 10000));
+	/* The talker got its hello reply and nothing closes it. */
+	vram_client *c = integ_connect("watcher");
+	ASSERT_EQ(integ_stats(c).sessions, 2);
+	vram_client_close(c);
+	close(mute);
+	close(talker);
+	integ_stop();
+}
+
+/* Issue 12.3: queues were capped per session only; readers that never
+ * read could take the daemon's memory. Over max_queued, a session with
+ * output waiting is dropped, and the others are served. */
+TEST(slow_readers_are_dropped_at_the_global_queue_cap)
+{
+	const char *const extra[] = { "--set", "max_queued=2M", NULL };
+	integ_start_args(extra);
+	int a = raw_connect(false), b = raw_connect(false);
+	ASSERT(a >= 0 && b >= 0);
+	raw_hello(a);
+	raw_hello(b);
+	/* 40,000 stats replies are some 6 MiB each. */
+	raw_flood_stats(a, 40000);
+	raw_flood_stats(b, 40000);
+	ASSERT(raw_closed_by_daemon(a, 10000));
+	ASSERT(raw_closed_by_daemon(b, 10000));
+	close(a);
+	close(b);
+	vram_client *c = integ_connect("served");
+	ASSERT_EQ(vram_ping(c), 0);
+	vram_client_close(c);
+	ASSERT(strstr(harness_daemon_log(&integ_daemon), "No buffer space") != NULL);
+	integ_stop();
+}
+
+/* Issue 12.8: names went through as any bytes but NUL and C0 controls:
+ * invalid UTF-8 that vramctl --json cannot give back, C1 controls that
+ * terminals obey. */
+TEST(names_must_be_utf8_text)
+{
+	integ_start("64M");
+	vram_client *c = integ_connect("names");
+	static const char *const bad[] = {
+		"\xff", "a\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+		"x\xc2\x9b" "31m", "\xe0\x80\xaf",
+	};
+	vram_pool *p;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+		o.name = bad[i];
+		o.tag = "t";
+		if (vram_pool_create(c, &o, &p) != -EINVAL)
+			TEST_FAIL("name %zu was taken", i);
+		o.name = "ok";
+		o.tag = bad[i];
+		if (vram_pool_create(c, &o, &p) != -EINVAL)
+			TEST_FAIL("tag %zu was taken", i);
+	}
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+	o.name = "caf\xc3\xa9-\xf0\x9f\x9a\x80";
+	o.tag = "t";
+	ASSERT_OK(vram_pool_create(c, &o, &p));
+	vram_client_close(c);
+	integ_stop();
+}
