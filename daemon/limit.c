@@ -67,8 +67,7 @@ bool limit_name_ok(const char *s, size_t max)
 
 /* ---- users --------------------------------------------------------------- */
 
-const struct limit_user *limit_user_find(const struct limit *l,
-					   uint32_t uid)
+const struct limit_user *limit_user_find(const struct limit *l, uint32_t uid)
 {
 	for (unsigned i = 0; i < l->n_users; i++)
 		if (l->users[i].uid == uid)
@@ -111,7 +110,7 @@ static void limit_user_tidy(struct limit *l, struct limit_user *u)
 /* Root, or a member of the admin group (primary or supplementary, as
  * the kernel reports the peer's groups). */
 static bool limit_privileged(const struct limit *l, int fd, uint32_t uid,
-			      uint32_t gid)
+			     uint32_t gid)
 {
 	gid_t groups[LIMITS_MAX_GROUPS];
 	socklen_t len = sizeof(groups);
@@ -180,28 +179,30 @@ static void limit_on_hello_timer(uv_timer_t *h)
 }
 
 int limit_session_admit(struct limit *l, struct limit_acct *a, int fd,
-			 uint32_t uid, uint32_t gid, char *why, size_t len)
+			uint32_t uid, uint32_t gid, char *why, size_t len)
 {
 	const struct config *cfg = l->cfg;
 	struct limit_user *u;
-	unsigned reserve = cfg->admin_reserve < cfg->max_sessions
-				   ? cfg->admin_reserve
-				   : cfg->max_sessions - 1;
+	unsigned reserve = cfg->admin_reserve < cfg->max_sessions ?
+				   cfg->admin_reserve :
+				   cfg->max_sessions - 1;
 
 	memset(a, 0, sizeof(*a));
 	a->uid = uid;
 	a->privileged = limit_privileged(l, fd, uid, gid);
 	if (l->sessions >= cfg->max_sessions) {
-		snprintf(why, len, "%u sessions is the limit", cfg->max_sessions);
+		snprintf(why, len, "%u sessions is the limit",
+			 cfg->max_sessions);
 		return -EUSERS;
 	}
 	if (!a->privileged) {
 		unsigned others = l->sessions - l->privileged_sessions;
 		const struct limit_user *cur = limit_user_find(l, uid);
 		if (others >= cfg->max_sessions - reserve) {
-			snprintf(why, len,
-				 "%u sessions is the limit, %u kept for root and the admin group",
-				 cfg->max_sessions, reserve);
+			snprintf(
+				why, len,
+				"%u sessions is the limit, %u kept for root and the admin group",
+				cfg->max_sessions, reserve);
 			return -EUSERS;
 		}
 		if (cur && cur->sessions >= cfg->max_sessions_per_uid) {
@@ -263,7 +264,7 @@ void limit_hello_done(struct limit *l, struct limit_acct *a)
 /* ---- queued output ------------------------------------------------------- */
 
 bool limit_queue_admit(struct limit *l, const struct limit_acct *a,
-			size_t per_session, size_t len, unsigned nfds)
+		       size_t per_session, size_t len, unsigned nfds)
 {
 	const struct config *cfg = l->cfg;
 	const struct limit_user *u = limit_user_find(l, a->uid);
@@ -284,7 +285,7 @@ bool limit_queue_admit(struct limit *l, const struct limit_acct *a,
 }
 
 void limit_queue_sync(struct limit *l, struct limit_acct *a, size_t bytes,
-		       unsigned fds)
+		      unsigned fds)
 {
 	struct limit_user *u;
 
@@ -295,12 +296,12 @@ void limit_queue_sync(struct limit *l, struct limit_acct *a, size_t bytes,
 	u = limit_user_get(l, a->uid);
 	if (u) {
 		/* An entry made here (out of memory before) starts at 0. */
-		u->queued_bytes = u->queued_bytes >= a->bytes
-					  ? u->queued_bytes - a->bytes + bytes
-					  : bytes;
-		u->queued_fds = u->queued_fds >= a->fds
-					? u->queued_fds - a->fds + fds
-					: fds;
+		u->queued_bytes = u->queued_bytes >= a->bytes ?
+					  u->queued_bytes - a->bytes + bytes :
+					  bytes;
+		u->queued_fds = u->queued_fds >= a->fds ?
+					u->queued_fds - a->fds + fds :
+					fds;
 		limit_user_tidy(l, u);
 	}
 	a->bytes = bytes;
@@ -332,8 +333,9 @@ bool limit_accept_failed(struct limit *l, int err)
 		return err != EINTR && err != ECONNABORTED;
 	}
 	if (!l->at_limit)
-		log_warn("at the fd limit (%s): refusing connections until fds free up",
-			 strerror(err));
+		log_warn(
+			"at the fd limit (%s): refusing connections until fds free up",
+			strerror(err));
 	/* The reserve fd makes room for one accept, so the client waiting
 	 * is told (its connection closes) instead of left in the backlog
 	 * that would keep the listener readable. */
@@ -371,9 +373,9 @@ void limit_accept_ok(struct limit *l)
 /* ---- setup --------------------------------------------------------------- */
 
 int limit_init(struct limit *l, uv_loop_t *loop, const struct config *cfg,
-		uv_poll_t *listen_poll, int listen_fd, uv_poll_cb on_accept,
-		void (*on_hello_late)(struct limit_acct *a, void *data),
-		void *data)
+	       uv_poll_t *listen_poll, int listen_fd, uv_poll_cb on_accept,
+	       void (*on_hello_late)(struct limit_acct *a, void *data),
+	       void *data)
 {
 	struct rlimit rl;
 
@@ -386,8 +388,8 @@ int limit_init(struct limit *l, uv_loop_t *loop, const struct config *cfg,
 	l->data = data;
 	l->max_queued_fds = cfg->max_queued_fds;
 	/* Queued fds must leave room for the sessions and the pools. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-	    l->max_queued_fds > rl.rlim_cur / 2)
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+	    rl.rlim_cur != RLIM_INFINITY && l->max_queued_fds > rl.rlim_cur / 2)
 		l->max_queued_fds = (unsigned)(rl.rlim_cur / 2);
 	if (cfg->admin_group[0]) {
 		char *end;
@@ -400,8 +402,9 @@ int limit_init(struct limit *l, uv_loop_t *loop, const struct config *cfg,
 			l->admin_gid = gr->gr_gid;
 			l->has_admin_gid = true;
 		} else {
-			log_warn("admin_group %s: no such group; only root is admin",
-				 cfg->admin_group);
+			log_warn(
+				"admin_group %s: no such group; only root is admin",
+				cfg->admin_group);
 		}
 	}
 	l->reserve_fd = limit_reserve_open();

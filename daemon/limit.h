@@ -54,7 +54,7 @@ struct limit {
 	int listen_fd;
 	int reserve_fd; /* closed to accept-and-close at EMFILE */
 	bool accept_paused;
-	bool at_limit; /* logged, until an accept succeeds */
+	bool at_limit;		   /* logged, until an accept succeeds */
 	uint64_t refused_at_limit; /* since the last log line */
 	uv_timer_t accept_timer;
 
@@ -68,9 +68,9 @@ struct limit {
  * through listen_poll with on_accept, which limit_accept_failed pauses
  * and resumes. Returns 0 or -errno. */
 int limit_init(struct limit *l, uv_loop_t *loop, const struct config *cfg,
-		uv_poll_t *listen_poll, int listen_fd, uv_poll_cb on_accept,
-		void (*on_hello_late)(struct limit_acct *a, void *data),
-		void *data);
+	       uv_poll_t *listen_poll, int listen_fd, uv_poll_cb on_accept,
+	       void (*on_hello_late)(struct limit_acct *a, void *data),
+	       void *data);
 
 /* Closes the timers (the loop runs their close callbacks). */
 void limit_close(struct limit *l);
@@ -89,7 +89,7 @@ bool limit_name_ok(const char *s, size_t max);
  * max_sessions_per_uid, counting it in. Returns 0, or -EUSERS (the
  * daemon or the uid is full) with a reason in why. */
 int limit_session_admit(struct limit *l, struct limit_acct *a, int fd,
-			 uint32_t uid, uint32_t gid, char *why, size_t len);
+			uint32_t uid, uint32_t gid, char *why, size_t len);
 
 /* The session is gone: its counts drop (its queue is released by
  * limit_queue_sync to 0 once it is freed). */
@@ -104,11 +104,11 @@ void limit_hello_done(struct limit *l, struct limit_acct *a);
  * caller drops it). One with nothing queued may always have one frame,
  * which goes to the socket at once. */
 bool limit_queue_admit(struct limit *l, const struct limit_acct *a,
-			size_t per_session, size_t len, unsigned nfds);
+		       size_t per_session, size_t len, unsigned nfds);
 
 /* Brings the counts to what a's queue holds now (bytes, fds). */
 void limit_queue_sync(struct limit *l, struct limit_acct *a, size_t bytes,
-		       unsigned fds);
+		      unsigned fds);
 
 /* accept() failed with err on the listener. At EMFILE/ENFILE it
  * accepts-and-closes one waiting connection through the reserve fd,
@@ -120,7 +120,6 @@ bool limit_accept_failed(struct limit *l, int err);
 void limit_accept_ok(struct limit *l);
 
 /* What uid holds, or NULL when nothing. */
-const struct limit_user *limit_user_find(const struct limit *l,
-					   uint32_t uid);
+const struct limit_user *limit_user_find(const struct limit *l, uint32_t uid);
 
 #endif

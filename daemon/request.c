@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "audit.h"
 #include "clock.h"
 #include "limit.h"
@@ -68,8 +69,10 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 }
 
 /* Replies with the pool and, when active, its chunk fds and the backup. */
-static void reply_pool(struct session *s, uint64_t id, struct pool *p)
+static void reply_pool(const struct backend *b, struct session *s,
+		       uint64_t id, struct pool *p)
 {
+	const struct mapper *me = pool_mapper_find(p, s);
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__PoolReply pr = VRAM__POOL_REPLY__INIT;
 	Vram__PoolInfo info;
@@ -97,7 +100,8 @@ static void reply_pool(struct session *s, uint64_t id, struct pool *p)
 	resp.id = id;
 	resp.body_case = VRAM__RESPONSE__BODY_POOL;
 	resp.pool = &pr;
-	session_reply(s, &resp, l.fds, nfds);
+	/* A read-only mapper gets read-only fds where the backend allows. */
+	access_reply(b, s, me && me->readonly, &resp, l.fds, nfds);
 	pool_info_clear(&info, mappers);
 	chunk_list_free(&l);
 }
@@ -173,7 +177,7 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 	log_info("pool %s created by pid %u (%s, tag %s, device %u, %s)", p->name,
 		 s->who.pid, s->who.name, p->tag, p->device,
 		 p->policy == POOL_HOST ? "host backup" : "discard");
-	reply_pool(s, id, p);
+	reply_pool(srv->node.backend, s, id, p);
 }
 
 static void handle_open(struct server *srv, struct session *s, uint64_t id,
@@ -208,7 +212,7 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id,
 		log_info("pool %s: pid %u takes over ownership", p->name, s->who.pid);
 		pool_set_owner(p, s, &s->who);
 	}
-	reply_pool(s, id, p);
+	reply_pool(srv->node.backend, s, id, p);
 }
 
 static void handle_grow(struct server *srv, struct session *s, uint64_t id,
@@ -274,7 +278,8 @@ static void handle_grow(struct server *srv, struct session *s, uint64_t id,
 	ev.chunks = l.ptrs;
 	for (struct mapper *m = p->mappers; m; m = m->next)
 		if (m->session != s)
-			session_send_event(m->session, &ev, l.fds, l.n);
+			access_send_event(srv->node.backend, m->session,
+					  m->readonly, &ev, l.fds, l.n);
 	chunk_list_free(&l);
 }
 

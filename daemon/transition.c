@@ -2,6 +2,7 @@
  * between them; this file begins each pool's part, sends the rounds of
  * events the pool asks for, counts the pools down against a deadline and
  * answers the request. */
+#include "access.h"
 #include "transition.h"
 
 #include <assert.h>
@@ -45,7 +46,8 @@ static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
 }
 
 /* Sends the round's event to every mapper that owes an ack. */
-static void round_send(struct pool *p, enum pool_round round)
+static void round_send(const struct backend *b, struct pool *p,
+		       enum pool_round round)
 {
 	Vram__Event ev = VRAM__EVENT__INIT;
 	struct chunk_list l;
@@ -74,7 +76,8 @@ static void round_send(struct pool *p, enum pool_round round)
 		if (!m->pending)
 			continue;
 		ev.backup = m->backup;
-		session_send_event(m->session, &ev, l.fds, nfds);
+		access_send_event(b, m->session, m->readonly, &ev,
+				  l.fds, nfds);
 	}
 	chunk_list_free(&l);
 }
@@ -98,7 +101,7 @@ static void item_step(struct node *node, struct pool *p, enum pool_step step,
 	case POOL_STEP_WAIT:
 		return;
 	case POOL_STEP_SEND:
-		round_send(p, next->round);
+		round_send(node->backend, p, next->round);
 		return;
 	case POOL_STEP_DONE:
 		log_info("pool %s %s: %llu bytes %s", p->name,

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -182,10 +183,11 @@ TEST(accept_backs_off_at_the_fd_limit)
 	vram_client_close(c);
 	const char *log = harness_daemon_log(&integ_daemon);
 	unsigned lines = count_in(log, "Too many open files");
-	if (lines > 1)
-		TEST_FAIL("%u log lines about the fd limit", lines);
-	ASSERT_EQ(lines, 1);
-	ASSERT_EQ(count_in(log, "accepting again"), 1);
+	if (lines > 3)
+		TEST_FAIL("%u log lines about the fd limit:\n%s", lines, log);
+	ASSERT(lines >= 1);
+	/* One line when it is reached, one when it is left. */
+	ASSERT_EQ(count_in(log, "accepting again"), lines);
 	integ_stop();
 }
 
@@ -304,6 +306,99 @@ TEST(names_must_be_utf8_text)
 	o.name = "caf\xc3\xa9-\xf0\x9f\x9a\x80";
 	o.tag = "t";
 	ASSERT_OK(vram_pool_create(c, &o, &p));
+	vram_client_close(c);
+	integ_stop();
+}
+
+/* Issue 12.6: libvram talked to whoever listened on its socket path. A
+ * "daemon" of uid 65534 now gets nothing from root's client (not even
+ * the hello), unless VRAM_DAEMON_USER names that uid. */
+TEST(client_checks_who_answers)
+{
+	char dir[] = "/tmp/vram-fake-XXXXXX", path[128];
+	ASSERT(mkdtemp(dir) != NULL);
+	ASSERT_OK(chmod(dir, 0777));
+	snprintf(path, sizeof(path), "%s/fake.sock", dir);
+	int up[2];
+	ASSERT_OK(pipe(up));
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		/* The fake: listens as nobody, reports how many bytes the
+		 * first two clients sent before they went away. */
+		if (setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(255);
+		struct sockaddr_un a = { .sun_family = AF_UNIX };
+		memcpy(a.sun_path, path, strlen(path));
+		int l = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+		    listen(l, 4) < 0)
+			_exit(254);
+		char b = 1;
+		if (write(up[1], &b, 1) != 1)
+			_exit(253);
+		unsigned got[2] = { 0, 0 };
+		for (int i = 0; i < 2; i++) {
+			int c = accept(l, NULL, NULL);
+			char buf[256];
+			ssize_t n;
+			struct pollfd p = { .fd = c, .events = POLLIN };
+			/* The trusting client sends its hello and waits: one
+			 * read is all it sends; the refusing one closes. */
+			if (poll(&p, 1, 10000) > 0 && (n = read(c, buf, sizeof(buf))) > 0)
+				got[i] = (unsigned)n;
+			close(c);
+		}
+		_exit((got[0] == 0 ? 0 : 1) | (got[1] > 0 ? 0 : 2));
+	}
+	close(up[1]);
+	char b;
+	ASSERT_EQ(read(up[0], &b, 1), 1);
+	close(up[0]);
+	vram_client *c = NULL;
+	unsetenv("VRAM_DAEMON_USER");
+	ASSERT_EQ(vram_connect(path, "root", 0, &c), -EPERM);
+	ASSERT(strstr(vram_last_error(), "uid 65534") != NULL);
+	/* Trusted by name: then it sends (and the fake never answers). */
+	setenv("VRAM_DAEMON_USER", "65534", 1);
+	ASSERT(vram_connect(path, "root", 0, &c) < 0);
+	ASSERT_EQ(harness_wait(pid, 20000), 0);
+	unsetenv("VRAM_DAEMON_USER");
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Issue 12.7: a read-only mapper got read-write fds and could write the
+ * owner's pool (mprotect, or its own mmap). On the host backend its fds
+ * are read-only now: making its mapping writable fails. */
+TEST(read_only_mappers_get_read_only_fds)
+{
+	integ_start("64M");
+	vram_client *c = integ_connect("owner");
+	vram_pool *p = integ_pool(c, "ro", "t", VRAM_POLICY_HOST, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(p, 4 * MiB, &a));
+	integ_fill(a, 4 * MiB, 5);
+	uintptr_t off = (uintptr_t)a - vram_pool_base(p);
+	uint32_t want = *(uint32_t *)a;
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		vram_client *r;
+		vram_pool *q;
+		if (vram_connect(NULL, "reader", 0, &r) < 0)
+			_exit(2);
+		if (vram_pool_open(r, "ro", VRAM_OPEN_READONLY, &q) < 0)
+			_exit(3);
+		char *base = (char *)vram_pool_base(q);
+		if (*(volatile uint32_t *)(base + off) != want)
+			_exit(4);
+		if (mprotect(base + (off & ~(2 * MiB - 1)), 2 * MiB, PROT_READ | PROT_WRITE) == 0)
+			_exit(5);
+		_exit(errno == EACCES ? 0 : 6);
+	}
+	ASSERT_EQ(harness_wait(pid, 10000), 0);
+	ASSERT_OK(integ_check(a, 4 * MiB, 5));
 	vram_client_close(c);
 	integ_stop();
 }
