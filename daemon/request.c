@@ -344,6 +344,20 @@ static struct node_selector selector_from_wire(const Vram__Selector *sel)
 	return ns;
 }
 
+static int pool_by_id(const void *a, const void *b)
+{
+	const struct pool *x = *(struct pool *const *)a;
+	const struct pool *y = *(struct pool *const *)b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* What a listing's frame may hold of pools: the frame less room for the
+ * response around them. */
+#define LIST_PAGE_BYTES (WIRE_MAX_PAYLOAD - 4096)
+
+/* The pools the selector picks with ids above l->after_id, by id, as
+ * many as fit in one frame; more_after_id says where the next page
+ * starts (0: none), so a listing spans frames (libvram asks again). */
 static void handle_list(struct server *srv, struct session *s, uint64_t id,
 			const Vram__List *l)
 {
@@ -352,20 +366,34 @@ static void handle_list(struct server *srv, struct session *s, uint64_t id,
 	struct node_selector sel = selector_from_wire(l->selector);
 	struct pool **pools = NULL;
 	int n = node_select(&srv->node, &sel, NODE_SELECT_LIST, &pools);
-	unsigned k = 0;
+	unsigned k = 0, first = 0;
+	size_t bytes = 0;
 	Vram__PoolInfo *infos = NULL, **ptrs = NULL;
 	Vram__Mapper **mappers = NULL;
 
 	if (n < 0)
 		goto nomem;
+	if (n > 0)
+		qsort(pools, (size_t)n, sizeof(*pools), pool_by_id);
+	while (first < (unsigned)n && pools[first]->id <= l->after_id)
+		first++;
 	infos = calloc((size_t)n + 1, sizeof(*infos));
 	ptrs = calloc((size_t)n + 1, sizeof(*ptrs));
 	mappers = calloc((size_t)n + 1, sizeof(*mappers));
 	if (!infos || !ptrs || !mappers)
 		goto nomem;
-	for (; k < (unsigned)n; k++) {
-		if (pool_info_fill(pools[k], &infos[k], &mappers[k]) < 0)
+	for (; first + k < (unsigned)n; k++) {
+		if (pool_info_fill(pools[first + k], &infos[k], &mappers[k]) < 0)
 			goto nomem;
+		/* Each entry costs its size and a tag and length of at most
+		 * 6 bytes; one is always sent, so the listing moves on. */
+		size_t one = vram__pool_info__get_packed_size(&infos[k]) + 6;
+		if (k > 0 && bytes + one > LIST_PAGE_BYTES) {
+			pool_info_clear(&infos[k], mappers[k]);
+			lr.more_after_id = pools[first + k - 1]->id;
+			break;
+		}
+		bytes += one;
 		ptrs[k] = &infos[k];
 	}
 	lr.n_pools = k;

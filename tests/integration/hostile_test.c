@@ -402,3 +402,53 @@ TEST(read_only_mappers_get_read_only_fds)
 	vram_client_close(c);
 	integ_stop();
 }
+
+/* Issue 12.4: a listing over the 1 MiB frame was not sent and its
+ * requester was cut off, so vram_list (vramctl ls) failed for everyone
+ * once pools x mappers grew. Now it spans frames. */
+TEST(listing_spans_frames)
+{
+	enum { POOLS = 1000, READERS = 12 };
+	integ_start("64M");
+	char client[64], name[64], tag[64];
+	memset(client, 'c', sizeof(client) - 1);
+	client[sizeof(client) - 1] = '\0';
+	vram_client *c = integ_connect(client);
+	memset(tag, 't', sizeof(tag) - 1);
+	tag[sizeof(tag) - 1] = '\0';
+	for (int i = 0; i < POOLS; i++) {
+		snprintf(name, sizeof(name), "%04d-%s", i,
+			 "pppppppppppppppppppppppppppppppppppppppppppppppp");
+		struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+		o.name = name;
+		o.tag = tag;
+		o.reserve_bytes = 2 * MiB;
+		vram_pool *p;
+		ASSERT_OK(vram_pool_create(c, &o, &p));
+	}
+	vram_client *r[READERS];
+	for (int k = 0; k < READERS; k++) {
+		r[k] = integ_connect(client);
+		for (int i = 0; i < POOLS; i++) {
+			snprintf(name, sizeof(name), "%04d-%s", i,
+				 "pppppppppppppppppppppppppppppppppppppppppppppppp");
+			vram_pool *q;
+			ASSERT_OK(vram_pool_open(r[k], name, VRAM_OPEN_READONLY, &q));
+		}
+	}
+	struct vram_pool_info *infos = NULL;
+	size_t n = 0;
+	ASSERT_OK(vram_list(c, NULL, sizeof(*infos), &infos, &n));
+	ASSERT_EQ(n, POOLS);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "%04d-%s", (int)i,
+			 "pppppppppppppppppppppppppppppppppppppppppppppppp");
+		ASSERT_STREQ(infos[i].name, name);
+		ASSERT_EQ(infos[i].n_mappers, READERS + 1);
+	}
+	vram_pool_info_free(infos, n);
+	for (int k = 0; k < READERS; k++)
+		vram_client_close(r[k]);
+	vram_client_close(c);
+	integ_stop();
+}
