@@ -436,3 +436,34 @@ $(PRELOAD_CHILD): $(BUILD)/obj/tests/integration/preload/preload_child.o $(CUDAR
 		-L$(BUILD)/tests -lcudart_fake -Wl,-rpath,'$$ORIGIN/..' -ldl
 
 test: $(PRELOAD) $(PRELOAD_CHILD)
+
+# ---- fuzzing (tests/fuzz/, clang's libFuzzer, ASan + UBSan) ----------------
+# make fuzz [N | Ns]: N executions (default 10000000), or N seconds with an
+# s (make fuzz 600s), over a copy of the seed corpus in $(BUILD)/fuzz/.
+# make test runs a short bounded run (tests/system/fuzz_test) when clang is
+# there, and builds the target then.
+FUZZ_CC ?= clang
+HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
+FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_DAEMON := $(BUILD)/fuzz/daemon_fuzz
+$(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c $(DAEMON_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+	$(call msg,FUZZ,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(DAEMON_INC) $(PKG_CFLAGS) -o $@ \
+		$(filter %.c,$^) $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
+test: $(if $(HAVE_FUZZ_CC),$(FUZZ_DAEMON))
+
+ifneq ($(filter fuzz,$(firstword $(MAKECMDGOALS))),)
+FUZZ_ARG := $(word 2,$(MAKECMDGOALS))
+ifneq ($(FUZZ_ARG),)
+$(eval $(FUZZ_ARG):;@:)
+endif
+endif
+FUZZ_LIMIT = $(if $(filter %s,$(FUZZ_ARG)),-max_total_time=$(patsubst %s,%,$(FUZZ_ARG)),-runs=$(or $(FUZZ_ARG),10000000))
+.PHONY: fuzz
+fuzz: $(FUZZ_DAEMON)
+	$(Q)mkdir -p $(BUILD)/fuzz/corpus-daemon
+	$(Q)cp -n tests/fuzz/corpus/daemon/* $(BUILD)/fuzz/corpus-daemon/ 2>/dev/null || true
+	$(Q)cd $(BUILD)/fuzz && ./daemon_fuzz $(FUZZ_LIMIT) -max_len=4096 \
+		-print_final_stats=1 corpus-daemon
