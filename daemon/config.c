@@ -129,6 +129,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		snprintf(cfg->admin_group, sizeof(cfg->admin_group), "%s", value);
 		return 0;
 	}
+	if (strcmp(key, "quota") == 0)
+		return quota_parse(&cfg->quotas, value) < 0 ? -EINVAL : 0;
 	if (strcmp(key, "admin_reserve") == 0)
 		return parse_uint(value, 0, 65536, &cfg->admin_reserve);
 	if (strcmp(key, "max_sessions_per_uid") == 0)

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "quota.h"
 
 struct config {
 	char socket[108];
@@ -28,6 +29,7 @@ struct config {
 	unsigned max_queued_fds;
 	unsigned max_queued_fds_per_uid;
 	char admin_group[64];	       /* name or gid; "" for root only */
+	struct quota_set quotas;       /* "quota = ..." lines (quota.c) */
 };
 
 void config_defaults(struct config *cfg);

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "message.h"
 #include "node.h"
+#include "quota.h"
 #include "server.h"
 #include "session.h"
 #include "transition.h"
@@ -144,6 +145,13 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 		session_reply_error(s, id, EEXIST, "a pool named %s exists", c->name);
 		return;
 	}
+	char why[200];
+	if (quota_check(&srv->cfg.quotas, &srv->node, &s->who, c->device, 1, 0,
+			false, why, sizeof(why)) < 0) {
+		session_reply_error(s, id, EDQUOT, "cannot create pool %s: %s",
+				    c->name, why);
+		return;
+	}
 	if (srv->node.n_pools >= srv->cfg.max_pools) {
 		session_reply_error(s, id, ENOSPC, "the daemon holds its maximum of %u pools",
 				    srv->cfg.max_pools);
@@ -231,6 +239,13 @@ static void handle_grow(struct server *srv, struct session *s, uint64_t id,
 	}
 	if (p->owner != s) {
 		session_reply_error(s, id, EPERM, "only the owner grows pool %s", p->name);
+		return;
+	}
+	char why[200];
+	if (quota_check(&srv->cfg.quotas, &srv->node, &s->who, p->device, 0,
+			g->bytes, p->policy == POOL_HOST, why, sizeof(why)) < 0) {
+		session_reply_error(s, id, EDQUOT, "cannot grow pool %s: %s",
+				    p->name, why);
 		return;
 	}
 	r = pool_grow(p, srv->node.backend, g->bytes, srv->cfg.chunk_max,

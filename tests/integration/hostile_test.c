@@ -452,3 +452,93 @@ TEST(listing_spans_frames)
 	vram_client_close(c);
 	integ_stop();
 }
+
+/* In a child as uid/gid: creates pools "NAME-0".. and grows them; exits
+ * with a code per step (see quotas_per_uid_and_group). */
+static int quota_child(uid_t uid, gid_t gid, const char *prefix, int pools,
+		       uint64_t grow, enum vram_policy policy)
+{
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		if (setgid(gid) < 0 || setuid(uid) < 0)
+			_exit(250);
+		vram_client *c;
+		if (vram_connect(NULL, prefix, 0, &c) < 0)
+			_exit(251);
+		int made = 0;
+		char name[64];
+		vram_pool *p = NULL, *first = NULL;
+		for (int i = 0; i < pools; i++) {
+			struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+			snprintf(name, sizeof(name), "%s-%d", prefix, i);
+			o.name = name;
+			o.tag = "q";
+			o.policy = policy;
+			o.reserve_bytes = 64 * MiB;
+			o.flags = VRAM_POOL_PERSIST;
+			int r = vram_pool_create(c, &o, &p);
+			if (r == 0) {
+				made++;
+				if (!first)
+					first = p;
+			} else if (r != -EDQUOT) {
+				_exit(252);
+			}
+		}
+		int code = made;
+		if (grow && first) {
+			int r = vram_pool_reserve(first, grow);
+			code |= r == 0 ? 0x10 : r == -EDQUOT ? 0x20 : 0x40;
+		}
+		_exit(code);
+	}
+	return harness_wait(pid, 20000);
+}
+
+/* Issue 12.5: no quotas, one uid could take every pool and all device
+ * memory. Now quota lines bound a uid (or every uid: default) and a
+ * group in pools, device bytes and host backup bytes; root is not held. */
+TEST(quotas_per_uid_and_group)
+{
+	const char *const extra[] = {
+		"--set", "quota=uid:65534 pools=2 device=8M host=4M",
+		"--set", "quota=gid:65530 pools=3",
+		"--set", "quota=default pools=4",
+		"--set", "quota=uid:65528 host=4M",
+		NULL,
+	};
+	integ_start_args(extra);
+	socket_open_to_all();
+	/* Two pools, not three; 10M passes its device quota of 8M. */
+	ASSERT_EQ(quota_child(65534, 65534, "a", 3, 10 * MiB, VRAM_POLICY_DISCARD),
+		  2 | 0x20);
+	/* A host-backed pool counts against host=4M: 6M is refused. */
+	ASSERT_EQ(quota_child(65528, 65528, "c", 1, 6 * MiB, VRAM_POLICY_HOST),
+		  1 | 0x20);
+	ASSERT_EQ(quota_child(65528, 65528, "c2", 1, 4 * MiB, VRAM_POLICY_HOST),
+		  1 | 0x10);
+	/* Group 65530 holds 3 pools among its uids. */
+	ASSERT_EQ(quota_child(65531, 65530, "d", 2, 0, VRAM_POLICY_DISCARD), 2);
+	ASSERT_EQ(quota_child(65532, 65530, "e", 2, 0, VRAM_POLICY_DISCARD), 1);
+	/* The default: 4 pools for any other uid. */
+	ASSERT_EQ(quota_child(65529, 65529, "f", 6, 0, VRAM_POLICY_DISCARD), 4);
+	/* Root is not held. */
+	vram_client *c = integ_connect("root");
+	for (int i = 0; i < 6; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "r-%d", i);
+		integ_pool(c, name, "q", VRAM_POLICY_DISCARD, 0);
+	}
+	vram_client_close(c);
+	/* The persistent pools stay after their owners: drop them. */
+	c = integ_connect("cleanup");
+	struct vram_pool_info *infos = NULL;
+	size_t n = 0;
+	ASSERT_OK(vram_list(c, NULL, sizeof(*infos), &infos, &n));
+	for (size_t i = 0; i < n; i++)
+		ASSERT_OK(vram_pool_drop(c, infos[i].name));
+	vram_pool_info_free(infos, n);
+	vram_client_close(c);
+	integ_stop();
+}
