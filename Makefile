@@ -454,7 +454,7 @@ $(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c $(DAEMON_SRC) $(PROTO_SRC) proto/vram.p
 		$(filter %.c,$^) $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
 test: $(if $(HAVE_FUZZ_CC),$(FUZZ_DAEMON))
 
-ifneq ($(filter fuzz,$(firstword $(MAKECMDGOALS))),)
+ifneq ($(filter fuzz chaos,$(firstword $(MAKECMDGOALS))),)
 FUZZ_ARG := $(word 2,$(MAKECMDGOALS))
 ifneq ($(FUZZ_ARG),)
 $(eval $(FUZZ_ARG):;@:)
@@ -467,3 +467,11 @@ fuzz: $(FUZZ_DAEMON)
 	$(Q)cp -n tests/fuzz/corpus/daemon/* $(BUILD)/fuzz/corpus-daemon/ 2>/dev/null || true
 	$(Q)cd $(BUILD)/fuzz && ./daemon_fuzz $(FUZZ_LIMIT) -max_len=4096 \
 		-print_final_stats=1 corpus-daemon
+
+# make chaos [N]: tests/integration/chaos_test.c with N rounds (default
+# 1000) of random SIGKILLs of owners, pausers and trainers; it prints its
+# counts. make test runs 40 rounds.
+.PHONY: chaos
+chaos: all $(RUNNER) $(BUILD)/tests/chaos_test
+	$(Q)$(TEST_ENV) CHAOS_ROUNDS=$(or $(FUZZ_ARG),1000) TEST_TIMEOUT=3600 \
+		$(BUILD)/tests/chaos_test random_kills_lose_nothing
