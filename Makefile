@@ -452,7 +452,13 @@ $(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c $(DAEMON_SRC) $(PROTO_SRC) proto/vram.p
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(DAEMON_INC) $(PKG_CFLAGS) -o $@ \
 		$(filter %.c,$^) $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
-test: $(if $(HAVE_FUZZ_CC),$(FUZZ_DAEMON))
+FUZZ_CLIENT := $(BUILD)/fuzz/client_fuzz
+$(FUZZ_CLIENT): tests/fuzz/client_fuzz.c $(CLIENT_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+	$(call msg,FUZZ,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(LIBVRAM_INC) $(PKG_CFLAGS) -o $@ \
+		$(filter %.c,$^) $(PKG_LIBS_CLIENT) -ldl -lm -lpthread
+test: $(if $(HAVE_FUZZ_CC),$(FUZZ_DAEMON) $(FUZZ_CLIENT))
 
 ifneq ($(filter fuzz chaos,$(firstword $(MAKECMDGOALS))),)
 FUZZ_ARG := $(word 2,$(MAKECMDGOALS))
@@ -462,11 +468,12 @@ endif
 endif
 FUZZ_LIMIT = $(if $(filter %s,$(FUZZ_ARG)),-max_total_time=$(patsubst %s,%,$(FUZZ_ARG)),-runs=$(or $(FUZZ_ARG),10000000))
 .PHONY: fuzz
-fuzz: $(FUZZ_DAEMON)
-	$(Q)mkdir -p $(BUILD)/fuzz/corpus-daemon
-	$(Q)cp -n tests/fuzz/corpus/daemon/* $(BUILD)/fuzz/corpus-daemon/ 2>/dev/null || true
-	$(Q)cd $(BUILD)/fuzz && ./daemon_fuzz $(FUZZ_LIMIT) -max_len=4096 \
-		-print_final_stats=1 corpus-daemon
+fuzz: $(FUZZ_DAEMON) $(FUZZ_CLIENT)
+	$(Q)for t in daemon client; do \
+		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
+		cp -n tests/fuzz/corpus/$$t/* $(BUILD)/fuzz/corpus-$$t/ 2>/dev/null; \
+		(cd $(BUILD)/fuzz && ./$${t}_fuzz $(FUZZ_LIMIT) -max_len=4096 \
+			-print_final_stats=1 corpus-$$t) || exit 1; done
 
 # make chaos [N]: tests/integration/chaos_test.c with N rounds (default
 # 1000) of random SIGKILLs of owners, pausers and trainers; it prints its

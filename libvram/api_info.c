@@ -134,6 +134,10 @@ int vram_list(vram_client *c, const struct vram_selector *in, size_t entry_size,
 				goto fail;
 			}
 			infos = grown;
+			/* Zeroed as calloc would: a newer caller's entries
+			 * are longer than what this library writes. */
+			memset(infos + count * entry_size, 0,
+			       lr->n_pools * entry_size);
 		}
 		for (size_t i = 0; i < lr->n_pools; i++) {
 			struct vram_pool_info info = { 0 };

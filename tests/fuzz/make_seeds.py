@@ -81,3 +81,48 @@ os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
         f.write(data)
+
+# tests/fuzz/corpus/client: what the fake daemon of client_fuzz.c sends
+# after the hello (ServerMsg payloads; the client's ids are 2, 3, ...).
+
+
+def resp(rid, field=None, body=b"", err=0, message=None):
+    b = f_int(1, rid)
+    if err:
+        b += f_int(2, err)
+    if message:
+        b += f_str(3, message)
+    if field:
+        b += f_msg(field, body)
+    return f_msg(1, b)
+
+
+def event(eid, kind, pool, chunks=b""):
+    return f_msg(2, f_int(1, eid) + f_int(2, kind) + f_int(3, pool) + chunks)
+
+
+neg1 = varint((1 << 64) - 1)
+info = f_int(1, 1) + f_str(2, "p") + f_str(3, "default") + f_int(9, 4 << 20)
+chunk = f_msg(2, f_int(1, 0) + f_int(2, 2 << 20) + f_int(3, 0))
+pool_reply = f_msg(1, info) + varint(3 << 3) + neg1
+grow_reply = f_msg(1, f_int(1, 0) + f_int(2, 2 << 20) + f_int(3, 0))
+client = {
+    "nothing": b"",
+    "stats": rec(resp(2, 15, f_int(3, 1))),
+    "stats_list": rec(resp(2, 15)) + rec(resp(3, 14, f_msg(1, info))),
+    "list_paged": rec(resp(2, 15)) + rec(resp(3, 14, f_msg(1, info) + f_int(2, 1)))
+    + rec(resp(4, 14, f_msg(1, info))),
+    "error": rec(resp(2, err=5, message="no")),
+    "create": rec(resp(2, 15)) + rec(resp(3, 14)) + rec(resp(4, 11, pool_reply)),
+    "create_grow": rec(resp(2, 15)) + rec(resp(3, 14)) + rec(resp(4, 11, pool_reply))
+    + rec(resp(5, 12, grow_reply), flags=2),
+    "events": rec(resp(2, 15)) + rec(resp(3, 14)) + rec(resp(4, 11, pool_reply))
+    + rec(event(1, 0, 1)) + rec(event(2, 1, 1, chunk), flags=2) + rec(event(3, 3, 1)),
+    "unknown_id": rec(resp(99, 15)),
+    "garbage": rec(b"\xff\xff\xff", flags=1),
+}
+cout = os.path.join(os.path.dirname(out), "client")
+os.makedirs(cout, exist_ok=True)
+for name, data in client.items():
+    with open(os.path.join(cout, name), "wb") as f:
+        f.write(data)

@@ -186,8 +186,10 @@ TEST(accept_backs_off_at_the_fd_limit)
 	if (lines > 3)
 		TEST_FAIL("%u log lines about the fd limit:\n%s", lines, log);
 	ASSERT(lines >= 1);
-	/* One line when it is reached, one when it is left. */
-	ASSERT_EQ(count_in(log, "accepting again"), lines);
+	/* One line when it is reached, one when it is left (the last
+	 * episode may still be ending while the log is read). */
+	unsigned again = count_in(log, "accepting again");
+	ASSERT(again == lines || again + 1 == lines);
 	integ_stop();
 }
 
