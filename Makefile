@@ -474,3 +474,49 @@ CONTAINER_TOOL ?= podman
 .PHONY: container
 container:
 	etc/container/build-image.sh -d $(CONTAINER_DEBS) -t $(CONTAINER_TOOL)
+
+# ---- fuzzing (tests/fuzz/, clang's libFuzzer, ASan + UBSan) ----------------
+# make fuzz [N | Ns]: N executions (default 10000000), or N seconds with an
+# s (make fuzz 600s), over a copy of the seed corpus in $(BUILD)/fuzz/.
+# make test runs a short bounded run (tests/system/fuzz_test) when clang is
+# there, and builds the target then.
+FUZZ_CC ?= clang
+HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
+FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+FUZZ_DAEMON := $(BUILD)/fuzz/daemon_fuzz
+$(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c $(DAEMON_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+	$(call msg,FUZZ,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(DAEMON_INC) $(PKG_CFLAGS) -o $@ \
+		$(filter %.c,$^) $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
+FUZZ_CLIENT := $(BUILD)/fuzz/client_fuzz
+$(FUZZ_CLIENT): tests/fuzz/client_fuzz.c $(CLIENT_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+	$(call msg,FUZZ,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(LIBVRAM_INC) $(PKG_CFLAGS) -o $@ \
+		$(filter %.c,$^) $(PKG_LIBS_CLIENT) -ldl -lm -lpthread
+test: $(if $(HAVE_FUZZ_CC),$(FUZZ_DAEMON) $(FUZZ_CLIENT))
+
+ifneq ($(filter fuzz chaos,$(firstword $(MAKECMDGOALS))),)
+FUZZ_ARG := $(word 2,$(MAKECMDGOALS))
+ifneq ($(FUZZ_ARG),)
+$(eval $(FUZZ_ARG):;@:)
+endif
+endif
+FUZZ_LIMIT = $(if $(filter %s,$(FUZZ_ARG)),-max_total_time=$(patsubst %s,%,$(FUZZ_ARG)),-runs=$(or $(FUZZ_ARG),10000000))
+.PHONY: fuzz
+fuzz: $(FUZZ_DAEMON) $(FUZZ_CLIENT)
+	$(Q)for t in daemon client; do \
+		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
+		cp -n tests/fuzz/corpus/$$t/* $(BUILD)/fuzz/corpus-$$t/ 2>/dev/null; \
+		(cd $(BUILD)/fuzz && ./$${t}_fuzz $(FUZZ_LIMIT) -max_len=4096 \
+			-print_final_stats=1 corpus-$$t) || exit 1; done
+
+# make chaos [N]: tests/integration/chaos_test.c with N rounds (default
+# 1000) of random SIGKILLs of owners, pausers and trainers; it prints its
+# counts. make test runs 40 rounds.
+.PHONY: chaos
+chaos: all $(RUNNER) $(BUILD)/tests/chaos_test
+	$(Q)$(TEST_ENV) CHAOS_ROUNDS=$(or $(FUZZ_ARG),1000) TEST_TIMEOUT=3600 \
+		$(BUILD)/tests/chaos_test random_kills_lose_nothing

@@ -20,7 +20,8 @@ void config_defaults(struct config *cfg)
 	cfg->log_level = LOG_INFO;
 	cfg->ack_timeout_ms = 10000;
 	cfg->chunk_max = 1ull << 30;
-	cfg->max_sessions = 256;
+	/* 1024 clients of one uid, others, and root or the admin group. */
+	cfg->max_sessions = 2048;
 	cfg->max_pools = 1024;
 	cfg->max_chunks = 240;
 	cfg->socket_mode = 0660;
@@ -28,6 +29,13 @@ void config_defaults(struct config *cfg)
 	cfg->metrics.audit_interval_ms = 15000;
 	cfg->metrics.max_tags = 32;
 	cfg->reattach_grace_ms = 30000;
+	cfg->admin_reserve = 32;
+	cfg->max_sessions_per_uid = 1024;
+	cfg->hello_timeout_ms = 5000;
+	cfg->max_queued = 512ull << 20;
+	cfg->max_queued_per_uid = 256ull << 20;
+	cfg->max_queued_fds = 16384;
+	cfg->max_queued_fds_per_uid = 8192;
 }
 
 /* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
@@ -119,6 +127,36 @@ int config_set(struct config *cfg, const char *key, const char *value)
 			cfg->host_granularity = size;
 		return 0;
 	}
+	if (strcmp(key, "max_queued") == 0 ||
+	    strcmp(key, "max_queued_per_uid") == 0) {
+		r = config_parse_size(value, &size);
+		if (r < 0 || size < (1u << 20))
+			return -EINVAL; /* at least one frame */
+		if (strcmp(key, "max_queued") == 0)
+			cfg->max_queued = size;
+		else
+			cfg->max_queued_per_uid = size;
+		return 0;
+	}
+	if (strcmp(key, "admin_group") == 0) {
+		if (strlen(value) >= sizeof(cfg->admin_group))
+			return -EINVAL;
+		snprintf(cfg->admin_group, sizeof(cfg->admin_group), "%s", value);
+		return 0;
+	}
+	if (strcmp(key, "quota") == 0)
+		return quota_parse(&cfg->quotas, value) < 0 ? -EINVAL : 0;
+	if (strcmp(key, "admin_reserve") == 0)
+		return parse_uint(value, 0, 65536, &cfg->admin_reserve);
+	if (strcmp(key, "max_sessions_per_uid") == 0)
+		return parse_uint(value, 1, 65536, &cfg->max_sessions_per_uid);
+	if (strcmp(key, "hello_timeout_ms") == 0)
+		return parse_uint(value, 1, 3600 * 1000, &cfg->hello_timeout_ms);
+	if (strcmp(key, "max_queued_fds") == 0)
+		return parse_uint(value, WIRE_MAX_FDS, 1 << 20, &cfg->max_queued_fds);
+	if (strcmp(key, "max_queued_fds_per_uid") == 0)
+		return parse_uint(value, WIRE_MAX_FDS, 1 << 20,
+				  &cfg->max_queued_fds_per_uid);
 	if (strcmp(key, "host_devices") == 0)
 		return parse_uint(value, 1, BACKEND_MAX_DEVICES, &cfg->host_devices);
 	if (strcmp(key, "ack_timeout_ms") == 0)

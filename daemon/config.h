@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "quota.h"
 
 /* The metrics_* keys (docs/metrics.md), for metrics_create. */
 struct metrics_config {
@@ -31,6 +32,16 @@ struct config {
 	struct metrics_config metrics;
 	unsigned reattach_grace_ms; /* after a restart (recover.h) */
 	char backup_dir[256]; /* disk-policy backups; "" refuses the policy */
+	/* Limits on clients (daemon/limits.c, docs/security.md). */
+	unsigned admin_reserve;	       /* sessions only root/admin may use */
+	unsigned max_sessions_per_uid;
+	unsigned hello_timeout_ms;
+	uint64_t max_queued;	       /* output queued for all sessions */
+	uint64_t max_queued_per_uid;
+	unsigned max_queued_fds;
+	unsigned max_queued_fds_per_uid;
+	char admin_group[64];	       /* name or gid; "" for root only */
+	struct quota_set quotas;       /* "quota = ..." lines (quota.c) */
 };
 
 void config_defaults(struct config *cfg);

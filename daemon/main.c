@@ -30,6 +30,7 @@ static void usage(FILE *f)
 		"      --reattach-grace-ms MS  after a restart, how long owners\n"
 		"                           have to come back (docs/operations.md)\n"
 		"  -l, --log-level LEVEL    error, warn, info or debug\n"
+		"      --set KEY=VALUE      any setting of vramd.conf\n"
 		"  -V, --version            print the version\n"
 		"  -h, --help               this text\n");
 }
@@ -62,6 +63,7 @@ int main(int argc, char **argv)
 		{ "metrics-textfile", required_argument, NULL, 6 },
 		{ "reattach-grace-ms", required_argument, NULL, 7 },
 		{ "log-level", required_argument, NULL, 'l' },
+		{ "set", required_argument, NULL, 8 },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -107,6 +109,17 @@ int main(int argc, char **argv)
 		case 1: case 2: case 3: case 4: case 5: case 6: case 7:
 			key = keys[c];
 			break;
+		case 8: {
+			/* --set key=value: any setting of the file. */
+			char kv[256], *eq;
+			snprintf(kv, sizeof(kv), "%s", optarg);
+			eq = strchr(kv, '=');
+			if (!eq || config_set(&cfg, (*eq = '\0', kv), eq + 1) < 0) {
+				fprintf(stderr, "vramd: bad --set %s\n", optarg);
+				return 2;
+			}
+			continue;
+		}
 		default: continue;
 		}
 		if (config_set(&cfg, key, optarg) < 0) {

@@ -8,26 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "access.h"
 #include "audit.h"
 #include "clock.h"
+#include "limit.h"
 #include "log.h"
 #include "message.h"
 #include "node.h"
+#include "quota.h"
 #include "server.h"
 #include "session.h"
 #include "transition.h"
 
 #define RESERVE_MAX (64ull << 40) /* virtual range of one pool */
 
-/* Names reach logs, tables and terminals: printable characters only, so a
- * client cannot forge log lines or drive an admin's terminal. */
+/* Names reach logs, tables, JSON and terminals: valid UTF-8 without
+ * control characters (limit.c), so a client cannot forge log lines,
+ * drive an admin's terminal or list a name nobody can type back. */
 static bool name_ok(const char *s, size_t max)
 {
-	size_t n = 0;
-	for (; s[n]; n++)
-		if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f)
-			return false;
-	return n < max;
+	return limit_name_ok(s, max);
 }
 
 static void handle_hello(struct server *srv, struct session *s, uint64_t id,
@@ -81,8 +81,10 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 }
 
 /* Replies with the pool and, when active, its chunk fds and the backup. */
-static void reply_pool(struct session *s, uint64_t id, struct pool *p)
+static void reply_pool(const struct backend *b, struct session *s,
+		       uint64_t id, struct pool *p)
 {
+	const struct mapper *me = pool_mapper_find(p, s);
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__PoolReply pr = VRAM__POOL_REPLY__INIT;
 	Vram__PoolInfo info;
@@ -110,7 +112,8 @@ static void reply_pool(struct session *s, uint64_t id, struct pool *p)
 	resp.id = id;
 	resp.body_case = VRAM__RESPONSE__BODY_POOL;
 	resp.pool = &pr;
-	session_reply(s, &resp, l.fds, nfds);
+	/* A read-only mapper gets read-only fds where the backend allows. */
+	access_reply(b, s, me && me->readonly, &resp, l.fds, nfds);
 	pool_info_clear(&info, mappers);
 	chunk_list_free(&l);
 }
@@ -160,6 +163,13 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 		session_reply_error(s, id, EEXIST, "a pool named %s exists", c->name);
 		return;
 	}
+	char why[200];
+	if (quota_check(&srv->cfg.quotas, &srv->node, &s->who, c->device, 1, 0,
+			false, why, sizeof(why)) < 0) {
+		session_reply_error(s, id, EDQUOT, "cannot create pool %s: %s",
+				    c->name, why);
+		return;
+	}
 	if (srv->node.n_pools >= srv->cfg.max_pools) {
 		session_reply_error(s, id, ENOSPC, "the daemon holds its maximum of %u pools",
 				    srv->cfg.max_pools);
@@ -204,7 +214,7 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 		 s->who.pid, s->who.name, p->tag, p->device,
 		 p->policy == POOL_HOST ? "host backup" :
 		 p->policy == POOL_DISK ? p->backup_path : "discard");
-	reply_pool(s, id, p);
+	reply_pool(srv->node.backend, s, id, p);
 }
 
 static void handle_open(struct server *srv, struct session *s, uint64_t id,
@@ -242,7 +252,7 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id,
 		log_info("pool %s: pid %u takes over ownership", p->name, s->who.pid);
 		pool_set_owner(p, s, &s->who);
 	}
-	reply_pool(s, id, p);
+	reply_pool(srv->node.backend, s, id, p);
 }
 
 static void handle_grow(struct server *srv, struct session *s, uint64_t id,
@@ -274,6 +284,13 @@ static void handle_grow(struct server *srv, struct session *s, uint64_t id,
 				    "it with FDSTORE; see docs/operations.md)",
 				    srv->store.max, srv->store.n, p->name,
 				    (unsigned long long)need);
+		return;
+	}
+	char why[200];
+	if (quota_check(&srv->cfg.quotas, &srv->node, &s->who, p->device, 0,
+			g->bytes, p->policy == POOL_HOST, why, sizeof(why)) < 0) {
+		session_reply_error(s, id, EDQUOT, "cannot grow pool %s: %s",
+				    p->name, why);
 		return;
 	}
 	r = pool_grow(p, srv->node.backend, g->bytes, srv->cfg.chunk_max,
@@ -321,7 +338,8 @@ static void handle_grow(struct server *srv, struct session *s, uint64_t id,
 	ev.chunks = l.ptrs;
 	for (struct mapper *m = p->mappers; m; m = m->next)
 		if (m->session != s)
-			session_send_event(m->session, &ev, l.fds, l.n);
+			access_send_event(srv->node.backend, m->session,
+					  m->readonly, &ev, l.fds, l.n);
 	chunk_list_free(&l);
 }
 
@@ -387,6 +405,20 @@ static struct node_selector selector_from_wire(const Vram__Selector *sel)
 	return ns;
 }
 
+static int pool_by_id(const void *a, const void *b)
+{
+	const struct pool *x = *(struct pool *const *)a;
+	const struct pool *y = *(struct pool *const *)b;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* What a listing's frame may hold of pools: the frame less room for the
+ * response around them. */
+#define LIST_PAGE_BYTES (WIRE_MAX_PAYLOAD - 4096)
+
+/* The pools the selector picks with ids above l->after_id, by id, as
+ * many as fit in one frame; more_after_id says where the next page
+ * starts (0: none), so a listing spans frames (libvram asks again). */
 static void handle_list(struct server *srv, struct session *s, uint64_t id,
 			const Vram__List *l)
 {
@@ -395,20 +427,34 @@ static void handle_list(struct server *srv, struct session *s, uint64_t id,
 	struct node_selector sel = selector_from_wire(l->selector);
 	struct pool **pools = NULL;
 	int n = node_select(&srv->node, &sel, NODE_SELECT_LIST, &pools);
-	unsigned k = 0;
+	unsigned k = 0, first = 0;
+	size_t bytes = 0;
 	Vram__PoolInfo *infos = NULL, **ptrs = NULL;
 	Vram__Mapper **mappers = NULL;
 
 	if (n < 0)
 		goto nomem;
+	if (n > 0)
+		qsort(pools, (size_t)n, sizeof(*pools), pool_by_id);
+	while (first < (unsigned)n && pools[first]->id <= l->after_id)
+		first++;
 	infos = calloc((size_t)n + 1, sizeof(*infos));
 	ptrs = calloc((size_t)n + 1, sizeof(*ptrs));
 	mappers = calloc((size_t)n + 1, sizeof(*mappers));
 	if (!infos || !ptrs || !mappers)
 		goto nomem;
-	for (; k < (unsigned)n; k++) {
-		if (pool_info_fill(pools[k], &infos[k], &mappers[k]) < 0)
+	for (; first + k < (unsigned)n; k++) {
+		if (pool_info_fill(pools[first + k], &infos[k], &mappers[k]) < 0)
 			goto nomem;
+		/* Each entry costs its size and a tag and length of at most
+		 * 6 bytes; one is always sent, so the listing moves on. */
+		size_t one = vram__pool_info__get_packed_size(&infos[k]) + 6;
+		if (k > 0 && bytes + one > LIST_PAGE_BYTES) {
+			pool_info_clear(&infos[k], mappers[k]);
+			lr.more_after_id = pools[first + k - 1]->id;
+			break;
+		}
+		bytes += one;
 		ptrs[k] = &infos[k];
 	}
 	lr.n_pools = k;

@@ -4,6 +4,7 @@
 #include "attr.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -85,6 +86,7 @@ static void server_session_close(struct server *srv, struct session *s,
 			break;
 		}
 	}
+	limit_session_gone(&srv->limits, &s->acct);
 	session_close(s, why);
 	if (srv->store.frozen) {
 		/* Stopping for a restart: its pools stay in the store. */
@@ -93,6 +95,19 @@ static void server_session_close(struct server *srv, struct session *s,
 	}
 	node_session_gone(&srv->node, s);
 	fdstore_sync(&srv->store, &srv->node);
+}
+
+/* A session that did not say hello in time holds a slot for nothing. */
+static void server_on_hello_late(struct limit_acct *a, void *data)
+{
+	struct server *srv = data;
+	struct session *s =
+		(struct session *)((char *)a - offsetof(struct session, acct));
+
+	log_warn("session %llu (pid %u uid %u): no hello within %u ms",
+		 (unsigned long long)s->id, s->who.pid, s->who.uid,
+		 srv->cfg.hello_timeout_ms);
+	server_session_close(srv, s, "no hello in time");
 }
 
 /* Closes the sessions that broke while sending: those on the list, not a
@@ -195,6 +210,8 @@ static bool server_frame(struct server *srv, struct session *s,
 		return true;
 	int r = request_handle(srv, s, req);
 	vram__request__free_unpacked(req, NULL);
+	if (s->hello_done && s->acct.hello_pending)
+		limit_hello_done(&srv->limits, &s->acct);
 	if (r < 0)
 		log_warn("session %llu (pid %u): request without an id",
 			 (unsigned long long)s->id, s->who.pid);
@@ -271,19 +288,18 @@ static void server_on_session_poll(uv_poll_t *h, int status, int events)
 static void server_on_accept(uv_poll_t *h, int status UNUSED, int events UNUSED)
 {
 	struct server *srv = h->data;
+	char why[128];
 
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(srv->listen_fd, NULL, NULL,
 				 SOCK_CLOEXEC | SOCK_NONBLOCK);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR)
-				log_warn("accept: %s", strerror(errno));
-			return;
+			if (limit_accept_failed(&srv->limits, errno))
+				return;
+			continue;
 		}
-		if (srv->n_sessions >= srv->cfg.max_sessions || srv->stopping) {
-			log_warn("refusing a connection: %u sessions is the limit",
-				 srv->cfg.max_sessions);
-			metrics_session_refused(&srv->metrics, true);
+		limit_accept_ok(&srv->limits);
+		if (srv->stopping) {
 			close(fd);
 			continue;
 		}
@@ -296,6 +312,17 @@ static void server_on_accept(uv_poll_t *h, int status UNUSED, int events UNUSED)
 			metrics_session_refused(&srv->metrics, false);
 			continue;
 		}
+		r = limit_session_admit(&srv->limits, &s->acct, fd, s->who.uid,
+					 s->who.gid, why, sizeof(why));
+		if (r < 0) {
+			log_warn("refusing a connection: %s", why);
+			log_debug("refused: pid %u uid %u", s->who.pid,
+				  s->who.uid);
+			metrics_session_refused(&srv->metrics, true);
+			session_close(s, why);
+			continue;
+		}
+		s->limits = &srv->limits;
 		metrics_session_opened(&srv->metrics);
 		s->next = srv->sessions;
 		if (srv->sessions)
@@ -480,6 +507,12 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	fdstore_sync(&srv->store, &srv->node);
 	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
 	srv->listen_poll.data = srv;
+	r = limit_init(&srv->limits, loop, &srv->cfg, &srv->listen_poll,
+			srv->listen_fd, server_on_accept, server_on_hello_late, srv);
+	if (r < 0) {
+		log_err("cannot set up the limits: %s", strerror(-r));
+		return r;
+	}
 	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
 	uv_idle_init(loop, &srv->reaper);
 	srv->reaper.data = srv;
@@ -534,6 +567,7 @@ int server_run(struct server *srv)
 		node_pool_drop(&srv->node,
 			       srv->node.pools[srv->node.n_pools - 1], NULL);
 	uv_close((uv_handle_t *)&srv->listen_poll, NULL);
+	limit_close(&srv->limits);
 	uv_close((uv_handle_t *)&srv->reaper, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
 	uv_close((uv_handle_t *)&srv->sig_int, NULL);
@@ -564,4 +598,5 @@ void server_fini(struct server *srv)
 	node_fini(&srv->node);
 	backend_destroy(srv->node.backend);
 	srv->node.backend = NULL;
+	limit_fini(&srv->limits);
 }

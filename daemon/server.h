@@ -13,6 +13,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "fdstore.h"
+#include "limit.h"
 #include "node.h"
 #include "recover.h"
 
@@ -39,6 +40,8 @@ struct server {
 	struct session *sessions; /* doubly linked */
 	unsigned n_sessions;
 	struct session *broken; /* to close from the loop, via next_broken */
+
+	struct limit limits; /* sessions, queues, the listener's back-off */
 
 	uint64_t next_session_id;
 	uint64_t start_ms;

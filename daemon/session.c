@@ -83,9 +83,11 @@ void session_unhold(struct session *s)
 {
 	if (--s->holds > 0)
 		return;
+	wire_tx_free(&s->tx);
+	if (s->limits)
+		limit_queue_sync(s->limits, &s->acct, 0, 0);
 	close(s->fd);
 	wire_rx_free(&s->rx);
-	wire_tx_free(&s->tx);
 	free(s);
 }
 
@@ -108,7 +110,7 @@ void session_close(struct session *s, const char *why)
 /* Marks the session broken and tells its owner (on_broken) to close it
  * soon: for paths (sending an event) whose callers hold pointers that a
  * close would free. */
-static void session_close_later(struct session *s, const char *why)
+void session_close_later(struct session *s, const char *why)
 {
 	if (s->closing || s->broken)
 		return;
@@ -125,9 +127,17 @@ void session_set_reading(struct session *s, bool on)
 	session_watch(s);
 }
 
+/* Tells the limits what the queue holds now. */
+static void session_account(struct session *s)
+{
+	if (s->limits)
+		limit_queue_sync(s->limits, &s->acct, s->tx.bytes, s->tx.nfds);
+}
+
 void session_flush(struct session *s)
 {
 	int r = wire_tx_flush(&s->tx, s->fd);
+	session_account(s);
 	if (r < 0) {
 		session_close_later(s, "write failed");
 		return;
@@ -156,11 +166,14 @@ static void session_send(struct session *s, Vram__ServerMsg *msg,
 		return;
 	}
 	vram__server_msg__pack(msg, buf);
-	if (s->tx.bytes + len > SESSION_MAX_QUEUED)
-		r = -ENOBUFS;
+	if (s->limits ? !limit_queue_admit(s->limits, &s->acct,
+					    SESSION_MAX_QUEUED, len, nfds)
+		      : s->tx.bytes + len > SESSION_MAX_QUEUED)
+		r = -ENOBUFS; /* a slow reader: dropped, as on a crash */
 	else
 		r = wire_tx_queue(&s->tx, buf, len, fds, nfds);
 	free(buf);
+	session_account(s);
 	if (r < 0) {
 		log_warn("session %llu (pid %u): cannot send: %s",
 			 (unsigned long long)s->id, s->who.pid, strerror(-r));

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
+#include "limit.h"
 #include "pool.h"
 #include "vram.pb-c.h"
 #include "wire.h"
@@ -39,6 +40,10 @@ struct session {
 	 * work that waits for it (server.c). */
 	Vram__Request *parked;
 	uv_work_t settle;
+	/* Its share of the limits (daemon/limit.c); limits is set by the
+	 * owner once admitted, NULL before. */
+	struct limit *limits;
+	struct limit_acct acct;
 };
 
 /* Called before anything is sent to any session (set by the server): the
@@ -57,6 +62,11 @@ int session_open(uv_loop_t *loop, int fd, uint64_t id, uv_poll_cb on_poll,
 /* Stops the session and closes its fd; it is freed later (see above).
  * Safe to call more than once. The owner first undoes what it held. */
 void session_close(struct session *s, const char *why);
+
+/* Marks the session broken and tells its owner (on_broken) to close it
+ * soon: for paths (sending an event) whose callers hold pointers that a
+ * close would free. */
+void session_close_later(struct session *s, const char *why);
 
 /* Keeps s allocated across a wait (a closed session is then freed by
  * the last session_unhold). */

@@ -2,6 +2,7 @@
  * between them; this file begins each pool's part, sends the rounds of
  * events the pool asks for, counts the pools down against a deadline and
  * answers the request. */
+#include "access.h"
 #include "transition.h"
 #include "attr.h"
 
@@ -48,7 +49,8 @@ static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
 }
 
 /* Sends the round's event to every mapper that owes an ack. */
-static void round_send(struct pool *p, enum pool_round round)
+static void round_send(const struct backend *b, struct pool *p,
+		       enum pool_round round)
 {
 	Vram__Event ev = VRAM__EVENT__INIT;
 	struct chunk_list l;
@@ -77,7 +79,8 @@ static void round_send(struct pool *p, enum pool_round round)
 		if (!m->pending)
 			continue;
 		ev.backup = m->backup;
-		session_send_event(m->session, &ev, l.fds, nfds);
+		access_send_event(b, m->session, m->readonly, &ev,
+				  l.fds, nfds);
 	}
 	chunk_list_free(&l);
 }
@@ -92,8 +95,8 @@ static void late_pids(struct transition_item *it, struct pool *p)
 
 /* Does what the pool asked after a begin or an advance: send its next
  * round, or end the request's part in it. */
-static void item_step(struct pool *p, enum pool_step step,
-		      const struct pool_next *next)
+static void item_step(const struct backend *b, struct pool *p,
+		      enum pool_step step, const struct pool_next *next)
 {
 	struct transition_item *it = p->op;
 
@@ -101,7 +104,7 @@ static void item_step(struct pool *p, enum pool_step step,
 	case POOL_STEP_WAIT:
 		return;
 	case POOL_STEP_SEND:
-		round_send(p, next->round);
+		round_send(b, p, next->round);
 		return;
 	case POOL_STEP_DONE:
 		log_info("pool %s %s: %llu bytes %s", p->name,
@@ -147,7 +150,7 @@ void transition_advance(struct node *node, struct pool *p)
 					   &next);
 	if (it)
 		it->t->release_ns += uv_hrtime() - now;
-	item_step(p, step, &next);
+	item_step(node->backend, p, step, &next);
 }
 
 void transition_ack(struct node *node, struct session *s, uint64_t event_id,
@@ -376,7 +379,7 @@ static void item_begin(struct node *node, struct transition *t,
 	else
 		step = pool_pause(p, node->backend, &node->next_event_id, &next);
 	t->release_ns += uv_hrtime() - t0;
-	item_step(p, step, &next);
+	item_step(node->backend, p, step, &next);
 }
 
 void transition_start(struct node *node, struct session *requester,

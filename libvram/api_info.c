@@ -113,43 +113,59 @@ int vram_list(vram_client *c, const struct vram_selector *in, size_t entry_size,
 	}
 	req.body_case = VRAM__REQUEST__BODY_LIST;
 	req.list = &list;
-	r = call_run(c, &req, &call, -1);
-	if (r < 0)
-		goto out;
-	const Vram__Response *resp = call.msg->response;
-	if (resp->body_case != VRAM__RESPONSE__BODY_LIST || !resp->list) {
-		r = error_set(EPROTO,
-			      "vramd answered a list with something else");
-		goto out;
-	}
-	const Vram__ListReply *lr = resp->list;
-	if (lr->n_pools) {
-		infos = calloc(lr->n_pools, entry_size);
-		if (!infos) {
-			r = error_set(ENOMEM, "out of memory");
-			goto out;
+	/* A listing spans frames: ask for the next page until the daemon
+	 * says it is complete (more_after_id 0). */
+	for (;;) {
+		r = call_run(c, &req, &call, -1);
+		if (r < 0)
+			goto fail;
+		const Vram__Response *resp = call.msg->response;
+		if (resp->body_case != VRAM__RESPONSE__BODY_LIST || !resp->list) {
+			r = error_set(EPROTO,
+				      "vramd answered a list with something else");
+			goto fail;
 		}
-	}
-	for (size_t i = 0; i < lr->n_pools; i++) {
-		struct vram_pool_info info = { 0 };
+		const Vram__ListReply *lr = resp->list;
+		if (lr->more_after_id && lr->more_after_id <= list.after_id) {
+			r = error_set(EPROTO, "vramd's listing went backwards");
+			goto fail;
+		}
+		if (lr->n_pools) {
+			char *grown = realloc(infos, (count + lr->n_pools) * entry_size);
+			if (!grown) {
+				r = error_set(ENOMEM, "out of memory");
+				goto fail;
+			}
+			infos = grown;
+			/* Zeroed as calloc would: a newer caller's entries
+			 * are longer than what this library writes. */
+			memset(infos + count * entry_size, 0,
+			       lr->n_pools * entry_size);
+		}
+		for (size_t i = 0; i < lr->n_pools; i++) {
+			struct vram_pool_info info = { 0 };
 
-		if (!lr->pools[i])
-			continue;
-		/* An entry is written as far as the caller's layout goes;
-		 * info_convert's mappers lie within every layout. */
-		info.size = (uint32_t)entry_size;
-		r = info_convert(&info, lr->pools[i]);
-		memcpy(entry_at(infos, entry_size, count), &info,
-		       entry_size < sizeof(info) ? entry_size : sizeof(info));
-		count++;
-		if (r < 0) {
-			vram_pool_info_free((struct vram_pool_info *)infos,
-					    count);
-			infos = NULL;
-			count = 0;
-			r = error_set(ENOMEM, "out of memory");
-			goto out;
+			if (!lr->pools[i])
+				continue;
+			/* An entry is written as far as the caller's layout
+			 * goes; info_convert's mappers lie within every
+			 * layout. */
+			info.size = (uint32_t)entry_size;
+			r = info_convert(&info, lr->pools[i]);
+			memcpy(entry_at(infos, entry_size, count), &info,
+			       entry_size < sizeof(info) ? entry_size : sizeof(info));
+			count++;
+			if (r < 0) {
+				r = error_set(ENOMEM, "out of memory");
+				goto fail;
+			}
 		}
+		uint64_t next = lr->more_after_id;
+		call_release(&call);
+		memset(&call, 0, sizeof(call));
+		if (!next)
+			break;
+		list.after_id = next;
 	}
 	if (count == 0) {
 		free(infos);
@@ -157,6 +173,10 @@ int vram_list(vram_client *c, const struct vram_selector *in, size_t entry_size,
 	}
 	*out = (struct vram_pool_info *)infos;
 	*n = count;
+	goto out;
+fail:
+	if (infos)
+		vram_pool_info_free((struct vram_pool_info *)infos, count);
 out:
 	call_release(&call);
 	registry_client_leave(c);

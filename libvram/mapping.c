@@ -71,7 +71,9 @@ int mapping_backup_map(struct mapping *m, int fd)
 		len = (uint64_t)st.st_size & ~(uint64_t)4095;
 	if (len == 0)
 		return -EINVAL;
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* A read-only mapper's backup fd is read-only (host backend). */
+	void *p = mmap(NULL, len, PROT_READ | (m->readonly ? 0 : PROT_WRITE),
+		       MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -errno;
 	/* Nor is the backup a forked child's to keep. */

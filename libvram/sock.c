@@ -2,6 +2,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <pwd.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -11,6 +14,46 @@
 #include "error.h"
 #include "sock.h"
 #include "wire.h"
+
+/* Whether the process at the other end of fd may be trusted as vramd:
+ * root, this process's own uid (a daemon the user started by hand), or
+ * the user named by $VRAM_DAEMON_USER (a name or a uid). Anyone who can
+ * create the socket path could otherwise receive what this client sends.
+ * Returns 0 or -errno (EPERM: someone else answers). */
+static int sock_peer_check(int fd, const char *path)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	const char *want = getenv("VRAM_DAEMON_USER");
+	uid_t expected = 0;
+	bool have = false;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+		return error_set(errno, "SO_PEERCRED on %s: %s", path,
+				 strerror(errno));
+	if (want && *want) {
+		char *end;
+		unsigned long v = strtoul(want, &end, 10);
+		struct passwd *pw;
+		if (!*end && *want != '-') {
+			expected = (uid_t)v;
+			have = true;
+		} else if ((pw = getpwnam(want))) {
+			expected = pw->pw_uid;
+			have = true;
+		} else {
+			return error_set(EINVAL, "VRAM_DAEMON_USER=%s: no such user",
+					 want);
+		}
+	}
+	if (cred.uid == 0 || cred.uid == getuid() ||
+	    (have && cred.uid == expected))
+		return 0;
+	return error_set(EPERM,
+			 "%s is served by uid %u, not root%s%s: refusing to talk to it (set VRAM_DAEMON_USER to trust a daemon user)",
+			 path, (unsigned)cred.uid, have ? " or " : "",
+			 have ? want : "");
+}
 
 int sock_connect(const char *path, int *sock)
 {
@@ -45,6 +88,11 @@ int sock_connect(const char *path, int *sock)
 		close(fd);
 		return error_set(err, "cannot connect to vramd at %s: %s", path,
 				 strerror(err));
+	}
+	r = sock_peer_check(fd, path);
+	if (r < 0) {
+		close(fd);
+		return r;
 	}
 	/* Non-blocking from here on: the reader polls, sock_send waits. */
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0) {

@@ -2705,7 +2705,7 @@ const ProtobufCMessageDescriptor vram__pool_info__descriptor =
   (ProtobufCMessageInit) vram__pool_info__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__list__field_descriptors[1] =
+static const ProtobufCFieldDescriptor vram__list__field_descriptors[2] =
 {
   {
     "selector",
@@ -2719,14 +2719,27 @@ static const ProtobufCFieldDescriptor vram__list__field_descriptors[1] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "after_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__List, after_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__list__field_indices_by_name[] = {
+  1,   /* field[1] = after_id */
   0,   /* field[0] = selector */
 };
 static const ProtobufCIntRange vram__list__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor vram__list__descriptor =
 {
@@ -2736,14 +2749,14 @@ const ProtobufCMessageDescriptor vram__list__descriptor =
   "Vram__List",
   "vram",
   sizeof(Vram__List),
-  1,
+  2,
   vram__list__field_descriptors,
   vram__list__field_indices_by_name,
   1,  vram__list__number_ranges,
   (ProtobufCMessageInit) vram__list__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__list_reply__field_descriptors[1] =
+static const ProtobufCFieldDescriptor vram__list_reply__field_descriptors[2] =
 {
   {
     "pools",
@@ -2757,14 +2770,27 @@ static const ProtobufCFieldDescriptor vram__list_reply__field_descriptors[1] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "more_after_id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ListReply, more_after_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__list_reply__field_indices_by_name[] = {
+  1,   /* field[1] = more_after_id */
   0,   /* field[0] = pools */
 };
 static const ProtobufCIntRange vram__list_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 1 }
+  { 0, 2 }
 };
 const ProtobufCMessageDescriptor vram__list_reply__descriptor =
 {
@@ -2774,7 +2800,7 @@ const ProtobufCMessageDescriptor vram__list_reply__descriptor =
   "Vram__ListReply",
   "vram",
   sizeof(Vram__ListReply),
-  1,
+  2,
   vram__list_reply__field_descriptors,
   vram__list_reply__field_indices_by_name,
   1,  vram__list_reply__number_ranges,

@@ -399,21 +399,31 @@ struct  Vram__List
 {
   ProtobufCMessage base;
   Vram__Selector *selector;
+  /*
+   * pools with ids above this only (paging)
+   */
+  uint64_t after_id;
 };
 #define VRAM__LIST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__list__descriptor) \
-    , NULL }
+    , NULL, 0 }
 
 
+/*
+ * A listing spans frames: the daemon sends the pools, by id, that fit in
+ * one frame, and more_after_id > 0 when more follow: ask again with
+ * after_id = more_after_id. 0: the listing is complete.
+ */
 struct  Vram__ListReply
 {
   ProtobufCMessage base;
   size_t n_pools;
   Vram__PoolInfo **pools;
+  uint64_t more_after_id;
 };
 #define VRAM__LIST_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__list_reply__descriptor) \
-    , 0,NULL }
+    , 0,NULL, 0 }
 
 
 struct  Vram__Stats

@@ -342,6 +342,7 @@ void wire_tx_init(struct wire_tx *tx)
 	tx->head = NULL;
 	tx->tail = NULL;
 	tx->bytes = 0;
+	tx->nfds = 0;
 }
 
 static void tx_item_free(struct wire_tx_item *it)
@@ -402,6 +403,7 @@ int wire_tx_queue(struct wire_tx *tx, const void *payload, size_t len,
 		tx->head = it;
 	tx->tail = it;
 	tx->bytes += len;
+	tx->nfds += it->nfds;
 	return 0;
 
 free_item:
@@ -453,6 +455,7 @@ static ssize_t tx_send(struct wire_tx *tx, int sock)
 	if (n < 0)
 		return -errno;
 	if (n > 0 && head->nfds > 0) {
+		tx->nfds -= head->nfds;
 		close_fds(head->fds, head->nfds);
 		head->nfds = 0;
 	}

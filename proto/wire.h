@@ -67,6 +67,7 @@ struct wire_tx_item;
 struct wire_tx {
 	struct wire_tx_item *head, *tail;
 	size_t bytes;  /* payload bytes queued */
+	unsigned nfds; /* fds queued (dups this process holds) */
 };
 
 void wire_tx_init(struct wire_tx *tx);
