@@ -239,7 +239,7 @@ asan:
 		SANITIZE='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' test
 
 test-gpu: all $(RUNNER) $(GPU_BIN)
-	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN) tests/gpu/torch_test.py
+	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN) tests/gpu/torch_test.py tests/gpu/multi_gpu_test.py
 
 demo: all $(DEMO_BIN)
 	$(Q)$(TEST_ENV) ./demo/run.sh
