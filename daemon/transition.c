@@ -170,6 +170,26 @@ void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		  (unsigned long long)event_id, s->who.pid);
 }
 
+/* The reply's device figures: one entry per device of the node in dev[]
+ * (pointers in ptrs[]), from t's per-device free memory. */
+static unsigned transition_devices_fill(const struct transition *t,
+				 Vram__DeviceFree *dev, Vram__DeviceFree **ptrs)
+{
+	const struct backend *b = t->node->backend;
+	unsigned n = b->n_devices < BACKEND_MAX_DEVICES ? b->n_devices :
+							   BACKEND_MAX_DEVICES;
+
+	for (unsigned d = 0; d < n; d++) {
+		vram__device_free__init(&dev[d]);
+		dev[d].index = b->devices[d].index;
+		dev[d].uuid = (char *)b->devices[d].uuid;
+		dev[d].free_before = t->dev_free_before[d];
+		dev[d].free_after = t->dev_free_after[d];
+		ptrs[d] = &dev[d];
+	}
+	return n;
+}
+
 static void build_reply(struct transition *t, Vram__Response *resp,
 			Vram__TransitionReply *tr, Vram__PoolResult *res,
 			Vram__PoolResult **resp_ptrs, Vram__DeviceFree *devs,
@@ -222,24 +242,6 @@ static void build_reply(struct transition *t, Vram__Response *resp,
 		resp->err = first_err;
 		resp->message = (char *)first_msg;
 	}
-}
-
-unsigned transition_devices_fill(const struct transition *t,
-				 Vram__DeviceFree *dev, Vram__DeviceFree **ptrs)
-{
-	const struct backend *b = t->node->backend;
-	unsigned n = b->n_devices < BACKEND_MAX_DEVICES ? b->n_devices :
-							   BACKEND_MAX_DEVICES;
-
-	for (unsigned d = 0; d < n; d++) {
-		vram__device_free__init(&dev[d]);
-		dev[d].index = b->devices[d].index;
-		dev[d].uuid = (char *)b->devices[d].uuid;
-		dev[d].free_before = t->dev_free_before[d];
-		dev[d].free_after = t->dev_free_after[d];
-		ptrs[d] = &dev[d];
-	}
-	return n;
 }
 
 static void transition_free_cb(uv_handle_t *h)

@@ -10,7 +10,6 @@
 #include <uv.h>
 
 #include "pool.h"
-#include "vram.pb-c.h"
 
 #define TRANSITION_MAX_LATE 16
 
@@ -83,11 +82,6 @@ int transition_run(struct node *node, struct session *requester,
 		   uint64_t request_id, bool resume, struct pool *const *pools,
 		   const bool *allowed, unsigned n, unsigned timeout_ms,
 		   transition_done_fn *done, void *done_arg);
-
-/* The device figures of t's reply: one entry per device of the node in
- * dev[] (pointers in ptrs[]), from t's per-device free memory. */
-unsigned transition_devices_fill(const struct transition *t,
-				 Vram__DeviceFree *dev, Vram__DeviceFree **ptrs);
 
 /* A mapper acknowledged event_id with err (positive errno). */
 void transition_ack(struct node *node, struct session *s, uint64_t event_id,
