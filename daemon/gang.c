@@ -30,7 +30,7 @@ struct gang_item {
 	uint32_t owner_pid;
 	char owner_instance[64];
 	unsigned device;
-	bool changed;     /* the first transition moved it */
+	bool changed;	  /* the first transition moved it */
 	bool rolled_back; /* the rollback moved it back */
 };
 
@@ -44,7 +44,8 @@ struct gang {
 	uint64_t dev_free_before[BACKEND_MAX_DEVICES];
 	uint64_t dev_free_after[BACKEND_MAX_DEVICES];
 	unsigned n_items;
-	unsigned *rollback_of; /* the rollback's item k is items[rollback_of[k]] */
+	unsigned *
+		rollback_of; /* the rollback's item k is items[rollback_of[k]] */
 	struct gang_item items[];
 };
 
@@ -54,7 +55,7 @@ static unsigned gang_devices_fill(const struct gang *g, Vram__DeviceFree *dev,
 {
 	const struct backend *b = g->node->backend;
 	unsigned n = b->n_devices < BACKEND_MAX_DEVICES ? b->n_devices :
-							   BACKEND_MAX_DEVICES;
+							  BACKEND_MAX_DEVICES;
 
 	for (unsigned d = 0; d < n; d++) {
 		vram__device_free__init(&dev[d]);
@@ -72,7 +73,8 @@ static void gang_reply(struct gang *g, struct session *requester)
 {
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__TransitionReply tr = VRAM__TRANSITION_REPLY__INIT;
-	Vram__DeviceFree devs[BACKEND_MAX_DEVICES], *dev_ptrs[BACKEND_MAX_DEVICES];
+	Vram__DeviceFree devs[BACKEND_MAX_DEVICES],
+		*dev_ptrs[BACKEND_MAX_DEVICES];
 	Vram__PoolResult *res = calloc(g->n_items + 1, sizeof(*res));
 	Vram__PoolResult **ptrs = calloc(g->n_items + 1, sizeof(*ptrs));
 	char why[512];
@@ -127,9 +129,9 @@ static void gang_reply(struct gang *g, struct session *requester)
 		const struct gang_item *f = &g->items[g->failed];
 		snprintf(why, sizeof(why),
 			 "gang %s undone by the rank of pid %u (instance '%s', "
-			 "device %u): %s; %u pool(s) brought back", verb,
-			 f->owner_pid, f->owner_instance, f->device, f->message,
-			 tr.rolled_back);
+			 "device %u): %s; %u pool(s) brought back",
+			 verb, f->owner_pid, f->owner_instance, f->device,
+			 f->message, tr.rolled_back);
 		resp.err = f->err;
 		resp.message = why;
 	} else if (all_already) {
@@ -157,7 +159,8 @@ static void gang_rolled_back(struct transition *t, void *arg)
 		}
 		size_t len = strlen(it->message);
 		snprintf(it->message + len, sizeof(it->message) - len,
-			 "%snot brought back: %s", len ? "; " : "", ti->message);
+			 "%snot brought back: %s", len ? "; " : "",
+			 ti->message);
 		log_warn("gang: pool %s not brought back: %s", it->name,
 			 ti->message);
 	}
@@ -175,8 +178,8 @@ static bool gang_owner_lost(struct gang *g, struct gang_item *it)
 {
 	struct pool *p = node_pool_by_id(g->node, it->pool_id);
 
-	if (p && (!it->owner_pid ||
-		  (p->owner && p->owner_id.pid == it->owner_pid)))
+	if (p &&
+	    (!it->owner_pid || (p->owner && p->owner_id.pid == it->owner_pid)))
 		return false;
 	char msg[sizeof(it->message)];
 	snprintf(msg, sizeof(msg),
@@ -188,7 +191,8 @@ static bool gang_owner_lost(struct gang *g, struct gang_item *it)
 }
 
 /* Copies one item of the first transition. */
-static void gang_item_copy(struct gang_item *it, const struct transition_item *ti)
+static void gang_item_copy(struct gang_item *it,
+			   const struct transition_item *ti)
 {
 	snprintf(it->name, sizeof(it->name), "%s", ti->name);
 	it->err = ti->err;
@@ -229,9 +233,10 @@ static void gang_first_done(struct transition *t, void *arg)
 		return;
 	}
 	log_warn("gang %s failed at pool %s (pid %u, device %u): %s; bringing "
-		 "the others back", g->resume ? "resume" : "pause",
-		 g->items[g->failed].name, g->items[g->failed].owner_pid,
-		 g->items[g->failed].device, g->items[g->failed].message);
+		 "the others back",
+		 g->resume ? "resume" : "pause", g->items[g->failed].name,
+		 g->items[g->failed].owner_pid, g->items[g->failed].device,
+		 g->items[g->failed].message);
 
 	/* The pools the first transition moved that are still there. */
 	struct pool **pools = calloc(g->n_items + 1, sizeof(*pools));
@@ -240,9 +245,10 @@ static void gang_first_done(struct transition *t, void *arg)
 	unsigned k = 0;
 	int r = pools && allowed && g->rollback_of ? 0 : -ENOMEM;
 	for (unsigned i = 0; i < g->n_items && r == 0; i++) {
-		struct pool *p = g->items[i].changed ?
-					 node_pool_by_id(node, g->items[i].pool_id) :
-					 NULL;
+		struct pool *p =
+			g->items[i].changed ?
+				node_pool_by_id(node, g->items[i].pool_id) :
+				NULL;
 		if (!p)
 			continue;
 		pools[k] = p;
@@ -250,8 +256,8 @@ static void gang_first_done(struct transition *t, void *arg)
 		g->rollback_of[k++] = i;
 	}
 	if (r == 0 && k > 0)
-		r = transition_run(node, t->requester, g->request_id, !g->resume,
-				   pools, allowed, k, g->timeout_ms,
+		r = transition_run(node, t->requester, g->request_id,
+				   !g->resume, pools, allowed, k, g->timeout_ms,
 				   gang_rolled_back, g);
 	free(pools);
 	free(allowed);
@@ -270,7 +276,8 @@ void gang_start(struct node *node, struct session *requester,
 	struct gang *g = calloc(1, sizeof(*g) + (n + 1) * sizeof(g->items[0]));
 
 	if (!g) {
-		session_reply_error(requester, request_id, ENOMEM, "out of memory");
+		session_reply_error(requester, request_id, ENOMEM,
+				    "out of memory");
 		return;
 	}
 	g->node = node;
@@ -283,6 +290,7 @@ void gang_start(struct node *node, struct session *requester,
 	if (transition_run(node, requester, request_id, resume, pools, allowed,
 			   n, timeout_ms, gang_first_done, g) < 0) {
 		free(g);
-		session_reply_error(requester, request_id, ENOMEM, "out of memory");
+		session_reply_error(requester, request_id, ENOMEM,
+				    "out of memory");
 	}
 }

@@ -138,7 +138,8 @@ TEST(gang_pause_resume_across_ranks)
 		ASSERT(rep.devices[d].uuid[0] != '\0');
 		char name[32];
 		snprintf(name, sizeof(name), "rank%u-w", d);
-		ASSERT_EQ(rep.devices[d].free_after - rep.devices[d].free_before,
+		ASSERT_EQ(rep.devices[d].free_after -
+				  rep.devices[d].free_before,
 			  integ_info(c, name).bytes);
 		sum_before += rep.devices[d].free_before;
 		sum_after += rep.devices[d].free_after;
@@ -157,7 +158,8 @@ TEST(gang_pause_resume_across_ranks)
 	for (unsigned d = 0; d < 4; d++) {
 		char name[32];
 		snprintf(name, sizeof(name), "rank%u-w", d);
-		ASSERT_EQ(rep.devices[d].free_before - rep.devices[d].free_after,
+		ASSERT_EQ(rep.devices[d].free_before -
+				  rep.devices[d].free_after,
 			  integ_info(c, name).bytes);
 	}
 
@@ -305,8 +307,9 @@ TEST(plain_pause_with_late_rank_leaves_others_paused)
 	ASSERT_EQ(vram_pause(c, &sel, 3000, &rep), -ETIMEDOUT);
 	ASSERT_EQ(rep.failed_err, 0);
 	ASSERT_EQ(pool_state(c, 0, "w"), VRAM_STATE_PAUSED);
-	ASSERT_OK(vram_resume(c, &(struct vram_selector){ .size = sizeof(sel),
-							  .name = "rank0-w" },
+	ASSERT_OK(vram_resume(c,
+			      &(struct vram_selector){ .size = sizeof(sel),
+						       .name = "rank0-w" },
 			      0, &rep));
 	rank_end(&ranks[0], 'c');
 	rank_end(&ranks[1], 'q');
@@ -337,12 +340,12 @@ TEST(vramctl_gang_pause_names_the_rank)
 	static char out[65536];
 	char want[128];
 
-	const char *const pause[] = { "pause", "--job", "job1", "--tag",
+	const char *const pause[] = { "pause",	 "--job",  "job1", "--tag",
 				      "weights", "--gang", NULL };
 	ASSERT_EQ(run_ctl(out, sizeof(out), pause), 0);
 	ASSERT(strstr(out, "paused 2 pools") != NULL);
 	ASSERT(strstr(out, "  device 1 free") != NULL);
-	const char *const resume[] = { "resume", "--job", "job1", "--tag",
+	const char *const resume[] = { "resume",  "--job",  "job1", "--tag",
 				       "weights", "--gang", NULL };
 	ASSERT_EQ(run_ctl(out, sizeof(out), resume), 0);
 	const char *const ls[] = { "ls", "--json", NULL };
@@ -356,18 +359,21 @@ TEST(vramctl_gang_pause_names_the_rank)
 	rank_start(&ranks[1], 1, RANK_NEVER);
 	char pids[64];
 	snprintf(pids, sizeof(pids), "%d,%d", ranks[0].pid, ranks[1].pid);
-	const char *const late[] = { "--timeout", "3000", "pause", "--owners",
-				     pids, "--tag", "weights", "--gang", NULL };
+	const char *const late[] = { "--timeout", "3000",   "pause",
+				     "--owners",  pids,	    "--tag",
+				     "weights",	  "--gang", NULL };
 	ASSERT_EQ(run_ctl(out, sizeof(out), late), 5);
-	snprintf(want, sizeof(want), "gang undone by rank pid %d (instance 'rank-1', device 1)",
+	snprintf(want, sizeof(want),
+		 "gang undone by rank pid %d (instance 'rank-1', device 1)",
 		 ranks[1].pid);
 	ASSERT(strstr(out, want) != NULL);
 	ASSERT(strstr(out, "1 pool brought back") != NULL);
 	rank_end(&ranks[1], 'q');
 	rank_start(&ranks[1], 1, RANK_NEVER);
 	snprintf(pids, sizeof(pids), "%d,%d", ranks[0].pid, ranks[1].pid);
-	const char *const late_json[] = { "--timeout", "3000", "--json", "pause",
-					  "--owners", pids, "--gang", NULL };
+	const char *const late_json[] = { "--timeout", "3000",	   "--json",
+					  "pause",     "--owners", pids,
+					  "--gang",    NULL };
 	ASSERT_EQ(run_ctl(out, sizeof(out), late_json), 5);
 	snprintf(want, sizeof(want), "\"pid\": %d", ranks[1].pid);
 	ASSERT(strstr(out, "\"failed_rank\": {") != NULL);

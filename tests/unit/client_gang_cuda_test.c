@@ -29,16 +29,18 @@ static void local_uuid(char *out, size_t size)
 {
 	void *lib = dlopen(getenv("VRAM_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
 	int (*get)(unsigned char *, int) =
-		lib ? (int (*)(unsigned char *, int))dlsym(lib, "cuDeviceGetUuid_v2") :
+		lib ? (int (*)(unsigned char *, int))dlsym(
+			      lib, "cuDeviceGetUuid_v2") :
 		      NULL;
 	unsigned char u[16];
 
 	if (!get || get(u, 0) != 0)
 		_exit(30);
-	snprintf(out, size,
-		 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
-		 u[11], u[12], u[13], u[14], u[15]);
+	snprintf(
+		out, size,
+		"GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9],
+		u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
 /* A rank of device n: its pool on its local device 0, by UUID; acks
@@ -66,7 +68,8 @@ static void rank_main(unsigned n, int ready_fd, int quit_fd)
 	o.device_uuid = uuid;
 	o.policy = VRAM_POLICY_DISCARD;
 	o.reserve_bytes = 64 * MiB;
-	if (vram_pool_create(c, &o, &p) < 0 || vram_pool_reserve(p, 4 * MiB) < 0)
+	if (vram_pool_create(c, &o, &p) < 0 ||
+	    vram_pool_reserve(p, 4 * MiB) < 0)
 		_exit(32);
 	if (p->dev != n)
 		_exit(33);
@@ -92,7 +95,8 @@ TEST(rank_with_one_visible_device_gets_its_pool_on_the_right_device)
 	unsetenv("CUDA_VISIBLE_DEVICES"); /* the daemon sees every device */
 	int r = harness_daemon_start(&gang_daemon, extra);
 	if (r < 0)
-		TEST_FAIL("cannot start vramd --backend cuda: %s", strerror(-r));
+		TEST_FAIL("cannot start vramd --backend cuda: %s",
+			  strerror(-r));
 	ASSERT_OK(pipe(ready));
 	ASSERT_OK(pipe(quit));
 	for (unsigned n = 0; n < 2; n++) {
