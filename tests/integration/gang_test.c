@@ -383,3 +383,57 @@ TEST(vramctl_gang_pause_names_the_rank)
 	rank_end(&ranks[1], 'q');
 	integ_stop();
 }
+
+/* A gang resume that one device cannot hold: rank 1's resume fails with
+ * ENOMEM (another process took its device's memory meanwhile), so ranks 0
+ * and 2, already resumed, are paused again, and the report names rank 1. */
+TEST(gang_resume_undone_when_one_device_is_full)
+{
+	start_devices("3");
+	struct rank ranks[3];
+	for (unsigned i = 0; i < 3; i++)
+		rank_start(&ranks[i], i, RANK_THREAD);
+	vram_client *c = integ_connect("controller");
+	struct vram_selector sel = VRAM_SELECTOR_INIT;
+	struct vram_report rep = VRAM_REPORT_INIT;
+	sel.job = "job1";
+	sel.tag = "weights";
+	ASSERT_OK(vram_gang_pause(c, &sel, 0, &rep));
+
+	/* Device 1's free memory, all of it, in a pool of its own. */
+	vram_client *hog = integ_connect("hog");
+	struct vram_stats st = integ_stats(hog);
+	uint64_t gran =
+		st.devices[1].granularity ? st.devices[1].granularity : 1;
+	uint64_t take = st.devices[1].free_bytes / gran * gran;
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+	vram_pool *hp;
+	o.name = "hog";
+	o.device = 1;
+	o.reserve_bytes = take;
+	ASSERT_OK(vram_pool_create(hog, &o, &hp));
+	ASSERT_OK(vram_pool_reserve(hp, take));
+
+	rep = (struct vram_report)VRAM_REPORT_INIT;
+	ASSERT_EQ(vram_gang_resume(c, &sel, 0, &rep), -ENOMEM);
+	ASSERT_EQ(rep.failed_err, ENOMEM);
+	ASSERT_EQ(rep.failed_pid, (uint32_t)ranks[1].pid);
+	ASSERT_EQ(rep.failed_device, 1);
+	ASSERT_EQ(rep.rolled_back, 2);
+	ASSERT_EQ(rep.pools, 0);
+	for (unsigned i = 0; i < 3; i++)
+		ASSERT_EQ(pool_state(c, i, "w"), VRAM_STATE_PAUSED);
+
+	/* Once the memory is back, the same call succeeds and nothing was
+	 * lost on the way (host backups). */
+	vram_client_close(hog);
+	int tries = 0;
+	while (integ_stats(c).devices[1].free_bytes < take && tries++ < 300)
+		harness_msleep(10);
+	ASSERT_OK(vram_gang_resume(c, &sel, 0, &rep));
+	ASSERT_EQ(rep.pools, 3);
+	for (unsigned i = 0; i < 3; i++)
+		rank_end(&ranks[i], 'c');
+	vram_client_close(c);
+	integ_stop();
+}
