@@ -252,7 +252,8 @@ test-systemd: all
 	$(Q)$(TEST_ENV) tests/system/systemd_run
 
 test-gpu: all $(RUNNER) $(GPU_BIN)
-	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN) tests/gpu/torch_test.py tests/gpu/tms_test.py
+	$(Q)$(TEST_ENV) $(RUNNER) $(GPU_BIN) tests/gpu/torch_test.py tests/gpu/tms_test.py \
+		tests/gpu/multi_gpu_test.py
 
 demo: all $(DEMO_BIN)
 	$(Q)$(TEST_ENV) ./demo/run.sh

@@ -131,6 +131,7 @@ int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
 	info->owner_uid = p->owner_id.uid;
 	info->owner_name = p->owner_id.name;
 	info->owner_instance = p->owner_id.instance;
+	info->owner_job = p->owner_id.job;
 	info->owner_cgroup = p->owner_id.cgroup;
 	info->flags = p->flags;
 	/* What the backup holds, paused or not: a retained backup (or one

@@ -109,6 +109,19 @@ static bool node_selects(const struct node_selector *sel,
 			return false;
 		any = true;
 	}
+	if (field_set(sel->job)) {
+		if (!p->owner || strcmp(sel->job, p->owner_id.job) != 0)
+			return false;
+		any = true;
+	}
+	if (sel->n_owner_pids) {
+		bool found = false;
+		for (size_t i = 0; i < sel->n_owner_pids && !found; i++)
+			found = p->owner && sel->owner_pids[i] == p->owner_id.pid;
+		if (!found)
+			return false;
+		any = true;
+	}
 	return any || sel->all || mode == NODE_SELECT_LIST;
 }
 

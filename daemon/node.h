@@ -35,6 +35,9 @@ struct node_selector {
 	const char *owner;  /* NULL or "": any; "/...": a cgroup, else an
 			     * instance name */
 	bool all;	    /* the caller asked for every pool */
+	const char *job;    /* NULL or "": any; else the owner's job name */
+	const uint32_t *owner_pids; /* n_owner_pids > 0: the owner is one */
+	size_t n_owner_pids;
 };
 
 /* What a selector with no field set means: a listing shows every pool,

@@ -84,6 +84,7 @@ struct identity {
 	uint32_t pid, uid, gid; /* SO_PEERCRED's; pid 0: outside our namespace */
 	char name[64];
 	char instance[64];	/* the client's own word (hello), "" if none */
+	char job[64];		/* the job it is a rank of (hello), "" if none */
 	char cgroup[256];	/* the kernel's (peer.c), "" if unknown */
 };
 

@@ -12,6 +12,7 @@
 #include "audit.h"
 #include "clock.h"
 #include "limit.h"
+#include "gang.h"
 #include "log.h"
 #include "message.h"
 #include "node.h"
@@ -61,6 +62,14 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 				    sizeof(s->who.instance));
 		return;
 	}
+	if (h->job && !name_ok(h->job, sizeof(s->who.job))) {
+		session_reply_error(s, id, EINVAL,
+				    "job name must be printable and under %zu bytes",
+				    sizeof(s->who.job));
+		return;
+	}
+	if (h->job && h->job[0])
+		snprintf(s->who.job, sizeof(s->who.job), "%s", h->job);
 	if (h->name && h->name[0])
 		snprintf(s->who.name, sizeof(s->who.name), "%s", h->name);
 	if (h->instance && h->instance[0])
@@ -401,6 +410,9 @@ static struct node_selector selector_from_wire(const Vram__Selector *sel)
 		ns.owner_pid = sel->owner_pid;
 		ns.owner = sel->owner;
 		ns.all = sel->all;
+		ns.job = sel->job;
+		ns.owner_pids = sel->owner_pids;
+		ns.n_owner_pids = sel->n_owner_pids;
 	}
 	return ns;
 }
@@ -532,8 +544,9 @@ static void handle_transition(struct server *srv, struct session *s,
 	}
 	for (int i = 0; i < n; i++)
 		allowed[i] = node_allowed(&s->who, pools[i]);
-	transition_start(&srv->node, s, id, resume, pools, allowed, (unsigned)n,
-			 msg->timeout_ms ? msg->timeout_ms : srv->cfg.ack_timeout_ms);
+	(msg->gang ? gang_start : transition_start)(
+		&srv->node, s, id, resume, pools, allowed, (unsigned)n,
+		msg->timeout_ms ? msg->timeout_ms : srv->cfg.ack_timeout_ms);
 	free(allowed);
 	free(pools);
 }

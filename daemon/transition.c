@@ -173,9 +173,30 @@ void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		  (unsigned long long)event_id, s->who.pid);
 }
 
+/* The reply's device figures: one entry per device of the node in dev[]
+ * (pointers in ptrs[]), from t's per-device free memory. */
+static unsigned transition_devices_fill(const struct transition *t,
+				 Vram__DeviceFree *dev, Vram__DeviceFree **ptrs)
+{
+	const struct backend *b = t->node->backend;
+	unsigned n = b->n_devices < BACKEND_MAX_DEVICES ? b->n_devices :
+							   BACKEND_MAX_DEVICES;
+
+	for (unsigned d = 0; d < n; d++) {
+		vram__device_free__init(&dev[d]);
+		dev[d].index = b->devices[d].index;
+		dev[d].uuid = (char *)b->devices[d].uuid;
+		dev[d].free_before = t->dev_free_before[d];
+		dev[d].free_after = t->dev_free_after[d];
+		ptrs[d] = &dev[d];
+	}
+	return n;
+}
+
 static void build_reply(struct transition *t, Vram__Response *resp,
 			Vram__TransitionReply *tr, Vram__PoolResult *res,
-			Vram__PoolResult **resp_ptrs, uint64_t free_after)
+			Vram__PoolResult **resp_ptrs, Vram__DeviceFree *devs,
+			Vram__DeviceFree **dev_ptrs, uint64_t free_after)
 {
 	unsigned all_already = t->n_items > 0;
 	int first_err = 0;
@@ -183,6 +204,8 @@ static void build_reply(struct transition *t, Vram__Response *resp,
 
 	tr->free_before = t->free_before;
 	tr->free_after = free_after;
+	tr->n_devices = transition_devices_fill(t, devs, dev_ptrs);
+	tr->devices = dev_ptrs;
 	for (unsigned i = 0; i < t->n_items; i++) {
 		struct transition_item *it = &t->items[i];
 		vram__pool_result__init(&res[i]);
@@ -192,6 +215,9 @@ static void build_reply(struct transition *t, Vram__Response *resp,
 		res[i].bytes = it->bytes;
 		res[i].n_late_pids = it->n_late;
 		res[i].late_pids = it->late_pids;
+		res[i].owner_pid = it->owner_pid;
+		res[i].owner_instance = it->owner_instance;
+		res[i].device = it->device;
 		resp_ptrs[i] = &res[i];
 		if (it->err == 0) {
 			tr->pools++;
@@ -265,7 +291,13 @@ static void transition_reply(struct transition *t)
 			break;
 		}
 	}
-	uint64_t free_after = backend_free_bytes(node->backend);
+	uint64_t free_after = 0;
+	for (unsigned d = 0; d < node->backend->n_devices; d++) {
+		uint64_t f = 0;
+		if (backend_mem_info(node->backend, d, &f, NULL) == 0)
+			free_after += f;
+		t->dev_free_after[d] = f;
+	}
 	uint64_t t_end = uv_hrtime();
 	if (node->metrics)
 		transition_count(t);
@@ -277,13 +309,18 @@ static void transition_reply(struct transition *t)
 			 (t_end - t->t_start) / 1e6,
 			 t->t_acked ? (t->t_acked - t->t_start) / 1e6 : 0.0,
 			 t->release_ns / 1e6, (t_end - t->t_settle) / 1e6);
-	if (t->requester) {
+	if (t->done) {
+		t->done(t, t->done_arg);
+	} else if (t->requester) {
+		Vram__DeviceFree devs[BACKEND_MAX_DEVICES];
+		Vram__DeviceFree *dev_ptrs[BACKEND_MAX_DEVICES];
 		Vram__Response resp = VRAM__RESPONSE__INIT;
 		Vram__TransitionReply tr = VRAM__TRANSITION_REPLY__INIT;
 		Vram__PoolResult *res = calloc(t->n_items + 1, sizeof(*res));
 		Vram__PoolResult **ptrs = calloc(t->n_items + 1, sizeof(*ptrs));
 		if (res && ptrs) {
-			build_reply(t, &resp, &tr, res, ptrs, free_after);
+			build_reply(t, &resp, &tr, res, ptrs, devs, dev_ptrs,
+				    free_after);
 			session_reply(t->requester, &resp, NULL, 0);
 		} else {
 			session_reply_error(t->requester, t->request_id, ENOMEM,
@@ -386,12 +423,22 @@ void transition_start(struct node *node, struct session *requester,
 		      uint64_t request_id, bool resume, struct pool *const *pools,
 		      const bool *allowed, unsigned n, unsigned timeout_ms)
 {
-	struct transition *t = calloc(1, sizeof(*t) + (n ? n : 1) * sizeof(t->items[0]));
-	if (!t) {
+	if (transition_run(node, requester, request_id, resume, pools, allowed,
+			   n, timeout_ms, NULL, NULL) < 0)
 		session_reply_error(requester, request_id, ENOMEM, "out of memory");
-		return;
-	}
+}
+
+int transition_run(struct node *node, struct session *requester,
+		   uint64_t request_id, bool resume, struct pool *const *pools,
+		   const bool *allowed, unsigned n, unsigned timeout_ms,
+		   transition_done_fn *done, void *done_arg)
+{
+	struct transition *t = calloc(1, sizeof(*t) + (n ? n : 1) * sizeof(t->items[0]));
+	if (!t)
+		return -ENOMEM;
 	t->node = node;
+	t->done = done;
+	t->done_arg = done_arg;
 	t->requester = requester;
 	t->request_id = request_id;
 	t->resume = resume;
@@ -415,6 +462,13 @@ void transition_start(struct node *node, struct session *requester,
 		t->items[i].pool = pools[i];
 		t->items[i].device = pools[i]->device;
 		t->items[i].policy = pools[i]->policy;
+		t->items[i].pool_id = pools[i]->id;
+		if (pools[i]->owner) {
+			t->items[i].owner_pid = pools[i]->owner_id.pid;
+			snprintf(t->items[i].owner_instance,
+				 sizeof(t->items[i].owner_instance), "%s",
+				 pools[i]->owner_id.instance);
+		}
 		t->items[i].t_begin = t->t_start;
 		snprintf(t->items[i].name, sizeof(t->items[i].name), "%s",
 			 pools[i]->name);
@@ -433,9 +487,10 @@ void transition_start(struct node *node, struct session *requester,
 	t->starting = false;
 	if (t->outstanding == 0) {
 		transition_finish(t);
-		return;
+		return 0;
 	}
 	uv_timer_start(&t->timer, transition_timeout, timeout_ms, 0);
+	return 0;
 }
 
 void transition_pool_dropped(struct pool *p)

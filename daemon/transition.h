@@ -17,6 +17,8 @@ struct node;
 struct session;
 struct transition;
 
+typedef void transition_done_fn(struct transition *t, void *arg);
+
 /* One pool's part in a request. */
 struct transition_item {
 	struct transition *t;
@@ -33,6 +35,10 @@ struct transition_item {
 	 * (uv_hrtime). */
 	unsigned device;
 	enum pool_policy policy;
+	/* The pool's id and owner when it began (a gang names the rank). */
+	uint64_t pool_id;
+	uint32_t owner_pid;
+	char owner_instance[64];
 	bool backup;
 	uint64_t t_begin, t_end;
 };
@@ -48,7 +54,12 @@ struct transition {
 	uv_work_t settle; /* waits, off the loop, for the releases to land */
 	unsigned n_items, outstanding;
 	uint64_t free_before;
-	uint64_t dev_free_before[BACKEND_MAX_DEVICES]; /* for the metrics */
+	/* Per device, for the reply and the metrics. */
+	uint64_t dev_free_before[BACKEND_MAX_DEVICES];
+	uint64_t dev_free_after[BACKEND_MAX_DEVICES];
+	/* Set: called instead of answering (gang.c); t is freed after. */
+	transition_done_fn *done;
+	void *done_arg;
 	/* Where the time goes (uv_hrtime, ns), logged when it ends: from the
 	 * start to the last mapper's ack, the daemon's own creates or releases,
 	 * and the wait for the device to take the memory back. */
@@ -62,6 +73,15 @@ struct transition {
 void transition_start(struct node *node, struct session *requester,
 		      uint64_t request_id, bool resume, struct pool *const *pools,
 		      const bool *allowed, unsigned n, unsigned timeout_ms);
+
+/* As transition_start, but done(t, arg) is called once every pool has
+ * finished and the device has settled, in place of the answer (the
+ * caller answers; t->requester is NULL if the requester left). 0, or
+ * -ENOMEM with nothing started and nothing answered. */
+int transition_run(struct node *node, struct session *requester,
+		   uint64_t request_id, bool resume, struct pool *const *pools,
+		   const bool *allowed, unsigned n, unsigned timeout_ms,
+		   transition_done_fn *done, void *done_arg);
 
 /* A mapper acknowledged event_id with err (positive errno). */
 void transition_ack(struct node *node, struct session *s, uint64_t event_id,

@@ -55,6 +55,7 @@ static int info_convert(struct vram_pool_info *o, const Vram__PoolInfo *in)
 	copy_str(o->owner_instance, sizeof(o->owner_instance),
 		 in->owner_instance);
 	copy_str(o->owner_cgroup, sizeof(o->owner_cgroup), in->owner_cgroup);
+	copy_str(o->owner_job, sizeof(o->owner_job), in->owner_job);
 	o->flags = in->flags;
 	o->n_mappers = 0;
 	o->mappers = NULL;
@@ -152,6 +153,11 @@ int vram_list(vram_client *c, const struct vram_selector *in, size_t entry_size,
 			 * layout. */
 			info.size = (uint32_t)entry_size;
 			r = info_convert(&info, lr->pools[i]);
+			for (unsigned d = 0; d < c->n_devices; d++)
+				if (c->devices[d].index == info.device)
+					copy_str(info.device_uuid,
+						 sizeof(info.device_uuid),
+						 c->devices[d].uuid);
 			memcpy(entry_at(infos, entry_size, count), &info,
 			       entry_size < sizeof(info) ? entry_size : sizeof(info));
 			count++;

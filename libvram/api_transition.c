@@ -19,7 +19,8 @@ static void report_fill(struct vram_report *rep, const Vram__TransitionReply *t)
 	uint32_t ok = 0, failed = 0;
 
 	for (size_t i = 0; i < t->n_results; i++) {
-		if (t->results[i] && t->results[i]->err == 0)
+		const Vram__PoolResult *pr = t->results[i];
+		if (pr && pr->err == 0 && !pr->rolled_back)
 			ok++;
 		else
 			failed++;
@@ -29,6 +30,26 @@ static void report_fill(struct vram_report *rep, const Vram__TransitionReply *t)
 	rep->bytes = t->bytes;
 	rep->free_before = t->free_before;
 	rep->free_after = t->free_after;
+	rep->n_devices = 0;
+	for (size_t i = 0; i < t->n_devices && i < VRAM_MAX_DEVICES; i++) {
+		const Vram__DeviceFree *d = t->devices[i];
+		struct vram_device_free *o = &rep->devices[rep->n_devices++];
+		o->index = d->index;
+		snprintf(o->uuid, sizeof(o->uuid), "%s", d->uuid ? d->uuid : "");
+		o->free_before = d->free_before;
+		o->free_after = d->free_after;
+	}
+	rep->rolled_back = t->rolled_back;
+	if (t->failed && t->failed <= t->n_results && t->results[t->failed - 1]) {
+		const Vram__PoolResult *f = t->results[t->failed - 1];
+		rep->failed_err = f->err;
+		rep->failed_pid = f->owner_pid;
+		rep->failed_device = f->device;
+		snprintf(rep->failed_instance, sizeof(rep->failed_instance), "%s",
+			 f->owner_instance ? f->owner_instance : "");
+		snprintf(rep->failed_pool, sizeof(rep->failed_pool), "%s",
+			 f->name ? f->name : "");
+	}
 }
 
 /* A message naming each failed pool and its late mappers, for a daemon
@@ -62,7 +83,7 @@ static int transition_error(int r, const Vram__TransitionReply *t)
 }
 
 /* With c->lock held. */
-static int transition_run(struct vram_client *c, bool pause,
+static int transition_run(struct vram_client *c, bool pause, bool gang,
 			  const struct vram_selector *sel, unsigned timeout_ms,
 			  struct vram_report *report)
 {
@@ -75,6 +96,7 @@ static int transition_run(struct vram_client *c, bool pause,
 	message_selector_to_wire(sel, &s);
 	t.selector = &s;
 	t.timeout_ms = timeout_ms;
+	t.gang = gang;
 	if (pause) {
 		req.body_case = VRAM__REQUEST__BODY_PAUSE;
 		req.pause = &t;
@@ -112,6 +134,10 @@ static int selector_read(struct vram_selector *sel,
 		return error_set(EINVAL, "selector name is too long");
 	if (sel->tag && strlen(sel->tag) > TAG_MAX_LEN)
 		return error_set(EINVAL, "selector tag is too long");
+	if (sel->job && strlen(sel->job) > NAME_MAX_LEN)
+		return error_set(EINVAL, "selector job is too long");
+	if (sel->n_owner_pids && !sel->owner_pids)
+		return error_set(EINVAL, "n_owner_pids set without owner_pids");
 	return 0;
 }
 
@@ -123,7 +149,7 @@ static int report_check(const struct vram_report *report)
 			0;
 }
 
-static int transition_public(vram_client *c, bool pause,
+static int transition_public(vram_client *c, bool pause, bool gang,
 			     const struct vram_selector *in,
 			     unsigned timeout_ms, struct vram_report *report)
 {
@@ -139,7 +165,7 @@ static int transition_public(vram_client *c, bool pause,
 	if (r == 0)
 		r = registry_client_enter(c);
 	if (r == 0) {
-		r = transition_run(c, pause, &sel, timeout_ms,
+		r = transition_run(c, pause, gang, &sel, timeout_ms,
 				   report ? &rep : NULL);
 		registry_client_leave(c);
 	}
@@ -151,13 +177,25 @@ static int transition_public(vram_client *c, bool pause,
 int vram_pause(vram_client *c, const struct vram_selector *sel,
 	       unsigned timeout_ms, struct vram_report *report)
 {
-	return transition_public(c, true, sel, timeout_ms, report);
+	return transition_public(c, true, false, sel, timeout_ms, report);
 }
 
 int vram_resume(vram_client *c, const struct vram_selector *sel,
 		unsigned timeout_ms, struct vram_report *report)
 {
-	return transition_public(c, false, sel, timeout_ms, report);
+	return transition_public(c, false, false, sel, timeout_ms, report);
+}
+
+int vram_gang_pause(vram_client *c, const struct vram_selector *sel,
+		    unsigned timeout_ms, struct vram_report *report)
+{
+	return transition_public(c, true, true, sel, timeout_ms, report);
+}
+
+int vram_gang_resume(vram_client *c, const struct vram_selector *sel,
+		     unsigned timeout_ms, struct vram_report *report)
+{
+	return transition_public(c, false, true, sel, timeout_ms, report);
 }
 
 static int transition_pool(vram_pool *p, bool pause, struct vram_report *report)
@@ -178,7 +216,7 @@ static int transition_pool(vram_pool *p, bool pause, struct vram_report *report)
 			/* The name is unique on the node and this handle
 			 * keeps p alive for the whole call. */
 			sel.name = p->name;
-			r = transition_run(p->client, pause, &sel, 0,
+			r = transition_run(p->client, pause, false, &sel, 0,
 					   report ? &rep : NULL);
 		}
 		registry_pool_leave(p);

@@ -23,6 +23,10 @@ int client_hello(struct vram_client *c)
 	const char *instance = getenv("VRAM_INSTANCE");
 	if (instance && *instance)
 		hello.instance = (char *)instance;
+	/* The job this process is a rank of, for gang pause and resume. */
+	const char *job = getenv("VRAM_JOB");
+	if (job && *job)
+		hello.job = (char *)job;
 	req.body_case = VRAM__REQUEST__BODY_HELLO;
 	req.hello = &hello;
 	r = call_run(c, &req, &call, CONNECT_TIMEOUT_MS);

@@ -38,4 +38,7 @@ void message_selector_to_wire(const struct vram_selector *sel,
 	out->owner_pid = sel->owner_pid;
 	out->all = sel->all != 0;
 	out->owner = (char *)(sel->owner ? sel->owner : "");
+	out->job = (char *)(sel->job ? sel->job : "");
+	out->n_owner_pids = sel->owner_pids ? sel->n_owner_pids : 0;
+	out->owner_pids = (uint32_t *)sel->owner_pids;
 }

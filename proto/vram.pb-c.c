@@ -637,6 +637,51 @@ void   vram__pool_result__free_unpacked
   assert(message->base.descriptor == &vram__pool_result__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   vram__device_free__init
+                     (Vram__DeviceFree         *message)
+{
+  static const Vram__DeviceFree init_value = VRAM__DEVICE_FREE__INIT;
+  *message = init_value;
+}
+size_t vram__device_free__get_packed_size
+                     (const Vram__DeviceFree *message)
+{
+  assert(message->base.descriptor == &vram__device_free__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__device_free__pack
+                     (const Vram__DeviceFree *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__device_free__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__device_free__pack_to_buffer
+                     (const Vram__DeviceFree *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__device_free__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__DeviceFree *
+       vram__device_free__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__DeviceFree *)
+     protobuf_c_message_unpack (&vram__device_free__descriptor,
+                                allocator, len, data);
+}
+void   vram__device_free__free_unpacked
+                     (Vram__DeviceFree *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__device_free__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   vram__transition_reply__init
                      (Vram__TransitionReply         *message)
 {
@@ -1357,7 +1402,7 @@ void   vram__server_msg__free_unpacked
   assert(message->base.descriptor == &vram__server_msg__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor vram__hello__field_descriptors[3] =
+static const ProtobufCFieldDescriptor vram__hello__field_descriptors[4] =
 {
   {
     "version",
@@ -1395,16 +1440,29 @@ static const ProtobufCFieldDescriptor vram__hello__field_descriptors[3] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "job",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Hello, job),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__hello__field_indices_by_name[] = {
   2,   /* field[2] = instance */
+  3,   /* field[3] = job */
   1,   /* field[1] = name */
   0,   /* field[0] = version */
 };
 static const ProtobufCIntRange vram__hello__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 3 }
+  { 0, 4 }
 };
 const ProtobufCMessageDescriptor vram__hello__descriptor =
 {
@@ -1414,7 +1472,7 @@ const ProtobufCMessageDescriptor vram__hello__descriptor =
   "Vram__Hello",
   "vram",
   sizeof(Vram__Hello),
-  3,
+  4,
   vram__hello__field_descriptors,
   vram__hello__field_indices_by_name,
   1,  vram__hello__number_ranges,
@@ -2061,7 +2119,7 @@ const ProtobufCMessageDescriptor vram__pool_drop__descriptor =
   (ProtobufCMessageInit) vram__pool_drop__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__selector__field_descriptors[5] =
+static const ProtobufCFieldDescriptor vram__selector__field_descriptors[7] =
 {
   {
     "name",
@@ -2123,18 +2181,44 @@ static const ProtobufCFieldDescriptor vram__selector__field_descriptors[5] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "job",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Selector, job),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "owner_pids",
+    7,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT32,
+    offsetof(Vram__Selector, n_owner_pids),
+    offsetof(Vram__Selector, owner_pids),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__selector__field_indices_by_name[] = {
   3,   /* field[3] = all */
+  5,   /* field[5] = job */
   0,   /* field[0] = name */
   4,   /* field[4] = owner */
   2,   /* field[2] = owner_pid */
+  6,   /* field[6] = owner_pids */
   1,   /* field[1] = tag */
 };
 static const ProtobufCIntRange vram__selector__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor vram__selector__descriptor =
 {
@@ -2144,14 +2228,14 @@ const ProtobufCMessageDescriptor vram__selector__descriptor =
   "Vram__Selector",
   "vram",
   sizeof(Vram__Selector),
-  5,
+  7,
   vram__selector__field_descriptors,
   vram__selector__field_indices_by_name,
   1,  vram__selector__number_ranges,
   (ProtobufCMessageInit) vram__selector__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__transition__field_descriptors[2] =
+static const ProtobufCFieldDescriptor vram__transition__field_descriptors[3] =
 {
   {
     "selector",
@@ -2177,15 +2261,28 @@ static const ProtobufCFieldDescriptor vram__transition__field_descriptors[2] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "gang",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Transition, gang),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__transition__field_indices_by_name[] = {
+  2,   /* field[2] = gang */
   0,   /* field[0] = selector */
   1,   /* field[1] = timeout_ms */
 };
 static const ProtobufCIntRange vram__transition__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 2 }
+  { 0, 3 }
 };
 const ProtobufCMessageDescriptor vram__transition__descriptor =
 {
@@ -2195,14 +2292,14 @@ const ProtobufCMessageDescriptor vram__transition__descriptor =
   "Vram__Transition",
   "vram",
   sizeof(Vram__Transition),
-  2,
+  3,
   vram__transition__field_descriptors,
   vram__transition__field_indices_by_name,
   1,  vram__transition__number_ranges,
   (ProtobufCMessageInit) vram__transition__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__pool_result__field_descriptors[5] =
+static const ProtobufCFieldDescriptor vram__pool_result__field_descriptors[9] =
 {
   {
     "name",
@@ -2264,18 +2361,70 @@ static const ProtobufCFieldDescriptor vram__pool_result__field_descriptors[5] =
     0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "owner_pid",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, owner_pid),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "owner_instance",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, owner_instance),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, device),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rolled_back",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, rolled_back),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__pool_result__field_indices_by_name[] = {
   3,   /* field[3] = bytes */
+  7,   /* field[7] = device */
   1,   /* field[1] = err */
   4,   /* field[4] = late_pids */
   2,   /* field[2] = message */
   0,   /* field[0] = name */
+  6,   /* field[6] = owner_instance */
+  5,   /* field[5] = owner_pid */
+  8,   /* field[8] = rolled_back */
 };
 static const ProtobufCIntRange vram__pool_result__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor vram__pool_result__descriptor =
 {
@@ -2285,14 +2434,91 @@ const ProtobufCMessageDescriptor vram__pool_result__descriptor =
   "Vram__PoolResult",
   "vram",
   sizeof(Vram__PoolResult),
-  5,
+  9,
   vram__pool_result__field_descriptors,
   vram__pool_result__field_indices_by_name,
   1,  vram__pool_result__number_ranges,
   (ProtobufCMessageInit) vram__pool_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__transition_reply__field_descriptors[5] =
+static const ProtobufCFieldDescriptor vram__device_free__field_descriptors[4] =
+{
+  {
+    "index",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__DeviceFree, index),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "uuid",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__DeviceFree, uuid),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "free_before",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__DeviceFree, free_before),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "free_after",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__DeviceFree, free_after),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned vram__device_free__field_indices_by_name[] = {
+  3,   /* field[3] = free_after */
+  2,   /* field[2] = free_before */
+  0,   /* field[0] = index */
+  1,   /* field[1] = uuid */
+};
+static const ProtobufCIntRange vram__device_free__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor vram__device_free__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.DeviceFree",
+  "DeviceFree",
+  "Vram__DeviceFree",
+  "vram",
+  sizeof(Vram__DeviceFree),
+  4,
+  vram__device_free__field_descriptors,
+  vram__device_free__field_indices_by_name,
+  1,  vram__device_free__number_ranges,
+  (ProtobufCMessageInit) vram__device_free__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor vram__transition_reply__field_descriptors[9] =
 {
   {
     "pools",
@@ -2354,18 +2580,70 @@ static const ProtobufCFieldDescriptor vram__transition_reply__field_descriptors[
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "devices",
+    6,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__TransitionReply, n_devices),
+    offsetof(Vram__TransitionReply, devices),
+    &vram__device_free__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "gang",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__TransitionReply, gang),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rolled_back",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__TransitionReply, rolled_back),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "failed",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__TransitionReply, failed),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__transition_reply__field_indices_by_name[] = {
   1,   /* field[1] = bytes */
+  5,   /* field[5] = devices */
+  8,   /* field[8] = failed */
   3,   /* field[3] = free_after */
   2,   /* field[2] = free_before */
+  6,   /* field[6] = gang */
   0,   /* field[0] = pools */
   4,   /* field[4] = results */
+  7,   /* field[7] = rolled_back */
 };
 static const ProtobufCIntRange vram__transition_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 9 }
 };
 const ProtobufCMessageDescriptor vram__transition_reply__descriptor =
 {
@@ -2375,7 +2653,7 @@ const ProtobufCMessageDescriptor vram__transition_reply__descriptor =
   "Vram__TransitionReply",
   "vram",
   sizeof(Vram__TransitionReply),
-  5,
+  9,
   vram__transition_reply__field_descriptors,
   vram__transition_reply__field_indices_by_name,
   1,  vram__transition_reply__number_ranges,
@@ -2459,7 +2737,7 @@ const ProtobufCMessageDescriptor vram__mapper__descriptor =
   (ProtobufCMessageInit) vram__mapper__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__pool_info__field_descriptors[17] =
+static const ProtobufCFieldDescriptor vram__pool_info__field_descriptors[18] =
 {
   {
     "id",
@@ -2665,6 +2943,18 @@ static const ProtobufCFieldDescriptor vram__pool_info__field_descriptors[17] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "owner_job",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolInfo, owner_job),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__pool_info__field_indices_by_name[] = {
   14,   /* field[14] = backup_bytes */
@@ -2677,6 +2967,7 @@ static const unsigned vram__pool_info__field_indices_by_name[] = {
   1,   /* field[1] = name */
   16,   /* field[16] = owner_cgroup */
   15,   /* field[15] = owner_instance */
+  17,   /* field[17] = owner_job */
   11,   /* field[11] = owner_name */
   9,   /* field[9] = owner_pid */
   10,   /* field[10] = owner_uid */
@@ -2688,7 +2979,7 @@ static const unsigned vram__pool_info__field_indices_by_name[] = {
 static const ProtobufCIntRange vram__pool_info__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 17 }
+  { 0, 18 }
 };
 const ProtobufCMessageDescriptor vram__pool_info__descriptor =
 {
@@ -2698,7 +2989,7 @@ const ProtobufCMessageDescriptor vram__pool_info__descriptor =
   "Vram__PoolInfo",
   "vram",
   sizeof(Vram__PoolInfo),
-  17,
+  18,
   vram__pool_info__field_descriptors,
   vram__pool_info__field_indices_by_name,
   1,  vram__pool_info__number_ranges,

@@ -29,6 +29,7 @@ typedef struct Vram__PoolDrop Vram__PoolDrop;
 typedef struct Vram__Selector Vram__Selector;
 typedef struct Vram__Transition Vram__Transition;
 typedef struct Vram__PoolResult Vram__PoolResult;
+typedef struct Vram__DeviceFree Vram__DeviceFree;
 typedef struct Vram__TransitionReply Vram__TransitionReply;
 typedef struct Vram__Mapper Vram__Mapper;
 typedef struct Vram__PoolInfo Vram__PoolInfo;
@@ -108,10 +109,17 @@ struct  Vram__Hello
    * the instance the client says it is (a pod, a
    */
   char *instance;
+  /*
+   * container), to select its pools by
+   */
+  /*
+   * the job the client is a rank of (VRAM_JOB),
+   */
+  char *job;
 };
 #define VRAM__HELLO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__hello__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Vram__DeviceInfo
@@ -278,10 +286,22 @@ struct  Vram__Selector
    * owner's instance name, or its cgroup path
    */
   char *owner;
+  /*
+   * ("/..."; that cgroup or one below it)
+   */
+  /*
+   * owner's job name (Hello.job)
+   */
+  char *job;
+  /*
+   * owner is one of these pids
+   */
+  size_t n_owner_pids;
+  uint32_t *owner_pids;
 };
 #define VRAM__SELECTOR__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__selector__descriptor) \
-    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string }
+    , (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0,NULL }
 
 
 struct  Vram__Transition
@@ -292,10 +312,14 @@ struct  Vram__Transition
    * mapper ack deadline; 0: daemon default
    */
   uint32_t timeout_ms;
+  /*
+   * all or nothing: if one pool fails, the
+   */
+  protobuf_c_boolean gang;
 };
 #define VRAM__TRANSITION__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__transition__descriptor) \
-    , NULL, 0 }
+    , NULL, 0, 0 }
 
 
 struct  Vram__PoolResult
@@ -316,10 +340,36 @@ struct  Vram__PoolResult
    */
   size_t n_late_pids;
   uint32_t *late_pids;
+  /*
+   * the pool's owner (the rank) when it began
+   */
+  uint32_t owner_pid;
+  char *owner_instance;
+  uint32_t device;
+  /*
+   * gang: it changed, then was brought back
+   */
+  protobuf_c_boolean rolled_back;
 };
 #define VRAM__POOL_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__pool_result__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0,NULL }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0 }
+
+
+/*
+ * One device's free memory around a pause or resume.
+ */
+struct  Vram__DeviceFree
+{
+  ProtobufCMessage base;
+  uint32_t index;
+  char *uuid;
+  uint64_t free_before;
+  uint64_t free_after;
+};
+#define VRAM__DEVICE_FREE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__device_free__descriptor) \
+    , 0, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Vram__TransitionReply
@@ -334,10 +384,27 @@ struct  Vram__TransitionReply
   uint64_t free_after;
   size_t n_results;
   Vram__PoolResult **results;
+  /*
+   * per device (free_before/after: sums)
+   */
+  size_t n_devices;
+  Vram__DeviceFree **devices;
+  /*
+   * answered as a gang
+   */
+  protobuf_c_boolean gang;
+  /*
+   * gang: pools brought back after a failure
+   */
+  uint32_t rolled_back;
+  /*
+   * gang: 1 + the index in results of the
+   */
+  uint32_t failed;
 };
 #define VRAM__TRANSITION_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__transition_reply__descriptor) \
-    , 0, 0, 0, 0, 0,NULL }
+    , 0, 0, 0, 0, 0,NULL, 0,NULL, 0, 0, 0 }
 
 
 struct  Vram__Mapper
@@ -389,10 +456,14 @@ struct  Vram__PoolInfo
    * the owner's cgroup, as the kernel says
    */
   char *owner_cgroup;
+  /*
+   * the owner's job name ("" if none)
+   */
+  char *owner_job;
 };
 #define VRAM__POOL_INFO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__pool_info__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, VRAM__STATE__STATE_ACTIVE, VRAM__POLICY__POLICY_DISCARD, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, VRAM__STATE__STATE_ACTIVE, VRAM__POLICY__POLICY_DISCARD, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0,NULL, 0, 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
 
 
 struct  Vram__List
@@ -942,6 +1013,25 @@ Vram__PoolResult *
 void   vram__pool_result__free_unpacked
                      (Vram__PoolResult *message,
                       ProtobufCAllocator *allocator);
+/* Vram__DeviceFree methods */
+void   vram__device_free__init
+                     (Vram__DeviceFree         *message);
+size_t vram__device_free__get_packed_size
+                     (const Vram__DeviceFree   *message);
+size_t vram__device_free__pack
+                     (const Vram__DeviceFree   *message,
+                      uint8_t             *out);
+size_t vram__device_free__pack_to_buffer
+                     (const Vram__DeviceFree   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__DeviceFree *
+       vram__device_free__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__device_free__free_unpacked
+                     (Vram__DeviceFree *message,
+                      ProtobufCAllocator *allocator);
 /* Vram__TransitionReply methods */
 void   vram__transition_reply__init
                      (Vram__TransitionReply         *message);
@@ -1290,6 +1380,9 @@ typedef void (*Vram__Transition_Closure)
 typedef void (*Vram__PoolResult_Closure)
                  (const Vram__PoolResult *message,
                   void *closure_data);
+typedef void (*Vram__DeviceFree_Closure)
+                 (const Vram__DeviceFree *message,
+                  void *closure_data);
 typedef void (*Vram__TransitionReply_Closure)
                  (const Vram__TransitionReply *message,
                   void *closure_data);
@@ -1362,6 +1455,7 @@ extern const ProtobufCMessageDescriptor vram__pool_drop__descriptor;
 extern const ProtobufCMessageDescriptor vram__selector__descriptor;
 extern const ProtobufCMessageDescriptor vram__transition__descriptor;
 extern const ProtobufCMessageDescriptor vram__pool_result__descriptor;
+extern const ProtobufCMessageDescriptor vram__device_free__descriptor;
 extern const ProtobufCMessageDescriptor vram__transition_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__mapper__descriptor;
 extern const ProtobufCMessageDescriptor vram__pool_info__descriptor;

@@ -76,6 +76,8 @@ void pool_json(struct json *j, const struct vram_pool_info *p)
 	json_kv_string(j, "name", p->name);
 	json_kv_string(j, "tag", p->tag);
 	json_kv_uint(j, "device", p->device);
+	json_kv_string(j, "device_uuid", p->device_uuid);
+	json_kv_string(j, "owner_job", p->owner_job);
 	json_kv_string(j, "state", fmt_state(p->state));
 	json_kv_string(j, "policy", fmt_policy(p->policy));
 	json_kv_uint(j, "bytes", p->bytes);

@@ -306,9 +306,25 @@ struct vram_selector {
 	 * a cgroup path starting with '/' (that cgroup or one below it);
 	 * NULL: any. Since 0.3. */
 	const char *owner;
+	/* Since 0.3: the owner's job name (VRAM_JOB in its environment, the
+	 * job its ranks register under), NULL: any; and a list of owner
+	 * pids (the owner is one of them), n_owner_pids 0: any. */
+	const char *job;
+	const uint32_t *owner_pids;
+	uint32_t n_owner_pids;
 };
 
 #define VRAM_SELECTOR_INIT VRAM_SIZED_INIT_(struct vram_selector)
+
+#define VRAM_MAX_DEVICES 16
+
+/* One device's free memory around a pause or resume. */
+struct vram_device_free {
+	unsigned index;
+	char uuid[64];
+	uint64_t free_before;
+	uint64_t free_after;
+};
 
 /* What a pause or resume did. */
 struct vram_report {
@@ -318,6 +334,19 @@ struct vram_report {
 	uint64_t free_before; /* device free memory before, all devices */
 	uint64_t free_after;  /* and after */
 	uint32_t failed;      /* pools that did not complete */
+	/* Since 0.3: the free figures of each device of the node. */
+	uint32_t n_devices;
+	struct vram_device_free devices[VRAM_MAX_DEVICES];
+	/* Since 0.3, for a gang (vram_gang_pause): the pools brought back
+	 * after a failure, and the failure that undid the gang (failed_err
+	 * 0: none): its errno (positive), pool and rank (the pool owner's
+	 * pid, instance name and device). */
+	uint32_t rolled_back;
+	int32_t failed_err;
+	uint32_t failed_pid;
+	unsigned failed_device;
+	char failed_instance[64];
+	char failed_pool[128];
 };
 
 #define VRAM_REPORT_INIT VRAM_SIZED_INIT_(struct vram_report)
@@ -340,6 +369,20 @@ int vram_pause(vram_client *c, const struct vram_selector *sel,
  * call can be retried. */
 int vram_resume(vram_client *c, const struct vram_selector *sel,
 		unsigned timeout_ms, struct vram_report *report);
+
+/* Gang pause and resume: vram_pause and vram_resume, all or nothing over
+ * the selected pools (a tag across the devices and ranks of a job: select
+ * by job, by owner_pids, or by tag). If one pool fails, misses the
+ * deadline or loses its owner (a rank dies) before the end, the pools the
+ * call had moved are brought back to where they were, and it returns that
+ * pool's error (-ESRCH for an owner gone, -ETIMEDOUT for a late rank);
+ * report->failed_* names the rank and report->rolled_back counts what was
+ * undone. A late rank's own pool is left as the deadline found it (a late
+ * ack still completes it). Same other errors as vram_pause. Since 0.3. */
+int vram_gang_pause(vram_client *c, const struct vram_selector *sel,
+		    unsigned timeout_ms, struct vram_report *report);
+int vram_gang_resume(vram_client *c, const struct vram_selector *sel,
+		     unsigned timeout_ms, struct vram_report *report);
 
 /* Shortcuts for one pool of this client, with vram_pause's errors, and
  * -ENOENT if the pool was dropped, -EINVAL if p is not an open pool. */
@@ -380,6 +423,10 @@ struct vram_pool_info {
 	 * cgroup as the kernel reports it to vramd ("" if unknown). */
 	char owner_instance[64];
 	char owner_cgroup[256];
+	/* Since 0.3: the owner's job name ("" if it gave none), and the
+	 * UUID of the pool's device as the daemon names it. */
+	char owner_job[64];
+	char device_uuid[64];
 };
 
 /* Lists pools matching sel (NULL: all; an empty selector lists every pool
@@ -403,7 +450,6 @@ struct vram_device_info {
 	uint64_t granularity;
 };
 
-#define VRAM_MAX_DEVICES 16
 
 /* The daemon's figures, for vramctl status. */
 struct vram_stats {

@@ -40,6 +40,8 @@ __all__ = [
     "State",
     "Policy",
     "Report",
+    "DeviceFree",
+    "GangFailure",
     "PoolInfo",
     "MapperInfo",
     "DeviceInfo",
@@ -51,6 +53,8 @@ __all__ = [
     "default_client",
     "pause",
     "resume",
+    "gang_pause",
+    "gang_resume",
     "list_pools",
     "stats",
     "status",
@@ -103,20 +107,69 @@ class Policy(enum.IntEnum):
 
 
 @dataclass
+class DeviceFree:
+    """One device's free memory around a pause or resume."""
+
+    index: int
+    uuid: str
+    free_before: int
+    free_after: int
+
+
+@dataclass
+class GangFailure:
+    """The rank whose failure undid a gang call: its pool, the owner's
+    pid, instance and device, and the error (positive errno)."""
+
+    err: int
+    pid: int
+    instance: str
+    device: int
+    pool: str
+
+
+@dataclass
 class Report:
     """What a pause or resume did: pools that changed state, bytes released
     (pause) or brought back (resume), the device's free memory before and
-    after (all devices, as measured by the daemon), pools that failed."""
+    after (all devices, as measured by the daemon), pools that failed; and
+    per device, and for a gang call what it brought back and which rank
+    undid it (None if none)."""
 
     pools: int = 0
     bytes: int = 0
     free_before: int = 0
     free_after: int = 0
     failed: int = 0
+    devices: List[DeviceFree] = field(default_factory=list)
+    rolled_back: int = 0
+    failure: Optional[GangFailure] = None
 
     @classmethod
     def _from_c(cls, r):
-        return cls(r.pools, r.bytes, r.free_before, r.free_after, r.failed)
+        devices = [
+            DeviceFree(d.index, _lib.text(d.uuid), d.free_before, d.free_after)
+            for d in (r.devices[i] for i in range(min(r.n_devices, _lib.MAX_DEVICES)))
+        ]
+        failure = None
+        if r.failed_err:
+            failure = GangFailure(
+                r.failed_err,
+                r.failed_pid,
+                _lib.text(r.failed_instance),
+                r.failed_device,
+                _lib.text(r.failed_pool),
+            )
+        return cls(
+            r.pools,
+            r.bytes,
+            r.free_before,
+            r.free_after,
+            r.failed,
+            devices,
+            r.rolled_back,
+            failure,
+        )
 
     def merge(self, other):
         """This report followed by other: counts add up, free memory spans
@@ -165,6 +218,8 @@ class PoolInfo:
     mappers: List[MapperInfo] = field(default_factory=list)
     owner_instance: str = ""  # the owner's VRAM_INSTANCE, "" if none
     owner_cgroup: str = ""  # its cgroup as vramd reads it, "" if unknown
+    owner_job: str = ""  # the owner's VRAM_JOB, "" if none
+    device_uuid: str = ""  # the pool's device, as the daemon names it
 
     @property
     def persistent(self):
@@ -215,12 +270,18 @@ class ProcessUsage:
         return max(0, self.used_bytes - self.vramd_bytes)
 
 
-def _selector(name=None, tag=None, owner_pid=0, all=False):
+def _selector(name=None, tag=None, owner_pid=0, all=False, job=None, owner_pids=None):
     sel = _lib.Selector()
     sel.name = _lib.encode(name)
     sel.tag = _lib.encode(tag)
     sel.owner_pid = owner_pid or 0
     sel.all = 1 if all else 0
+    sel.job = _lib.encode(job)
+    if owner_pids:
+        pids = (ctypes.c_uint32 * len(owner_pids))(*owner_pids)
+        sel._pids = pids  # kept alive with the selector
+        sel.owner_pids = ctypes.cast(pids, ctypes.POINTER(ctypes.c_uint32))
+        sel.n_owner_pids = len(owner_pids)
     return sel
 
 
@@ -247,6 +308,8 @@ def _pool_info(pi):
         mappers=mappers,
         owner_instance=_lib.text(pi.owner_instance),
         owner_cgroup=_lib.text(pi.owner_cgroup),
+        owner_job=_lib.text(pi.owner_job),
+        device_uuid=_lib.text(pi.device_uuid),
     )
 
 
@@ -452,8 +515,10 @@ class Client(_Handle):
 
     # -- pause and resume --
 
-    def _transition(self, fn, what, name, tag, owner_pid, all, timeout_ms):
-        sel = _selector(name, tag, owner_pid, all)
+    def _transition(
+        self, fn, what, name, tag, owner_pid, all, timeout_ms, job=None, owner_pids=None
+    ):
+        sel = _selector(name, tag, owner_pid, all, job, owner_pids)
         rep = _lib.Report()
         r = fn(self._handle(), byref(sel), int(timeout_ms), byref(rep))
         report = Report._from_c(rep)
@@ -478,6 +543,39 @@ class Client(_Handle):
         with their backups and the call can be retried."""
         return self._transition(
             _lib.lib.vram_resume, "vram_resume", name, tag, owner_pid, all, timeout_ms
+        )
+
+    def gang_pause(self, tag=None, job=None, owner_pids=None, name=None, timeout_ms=0):
+        """Pauses the selected pools (a tag across the ranks of a job, by
+        job name (VRAM_JOB), a list of owner pids, or both) all or nothing:
+        if one rank fails, misses the deadline or dies before the end, the
+        pools paused are resumed and VramError is raised with e.report.failure
+        naming the rank. Returns a Report."""
+        return self._transition(
+            _lib.lib.vram_gang_pause,
+            "vram_gang_pause",
+            name,
+            tag,
+            0,
+            False,
+            timeout_ms,
+            job,
+            owner_pids,
+        )
+
+    def gang_resume(self, tag=None, job=None, owner_pids=None, name=None, timeout_ms=0):
+        """gang_pause's counterpart: on a failure, pauses again what it
+        had resumed."""
+        return self._transition(
+            _lib.lib.vram_gang_resume,
+            "vram_gang_resume",
+            name,
+            tag,
+            0,
+            False,
+            timeout_ms,
+            job,
+            owner_pids,
         )
 
     # -- inspection --
@@ -791,6 +889,16 @@ def pause(name=None, tag=None, owner_pid=0, all=False, timeout_ms=0):
 def resume(name=None, tag=None, owner_pid=0, all=False, timeout_ms=0):
     """Client.resume() on the default client."""
     return default_client().resume(name, tag, owner_pid, all, timeout_ms)
+
+
+def gang_pause(tag=None, job=None, owner_pids=None, name=None, timeout_ms=0):
+    """Client.gang_pause() on the default client."""
+    return default_client().gang_pause(tag, job, owner_pids, name, timeout_ms)
+
+
+def gang_resume(tag=None, job=None, owner_pids=None, name=None, timeout_ms=0):
+    """Client.gang_resume() on the default client."""
+    return default_client().gang_resume(tag, job, owner_pids, name, timeout_ms)
 
 
 def list_pools(name=None, tag=None, owner_pid=0):

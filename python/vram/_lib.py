@@ -33,6 +33,7 @@ from ctypes import (
     c_char,
     c_char_p,
     c_int,
+    c_int32,
     c_size_t,
     c_ssize_t,
     c_uint,
@@ -90,6 +91,18 @@ class Selector(Sized):
         ("owner_pid", c_uint32),
         ("all", c_int),
         ("owner", c_char_p),
+        ("job", c_char_p),
+        ("owner_pids", POINTER(c_uint32)),
+        ("n_owner_pids", c_uint32),
+    ]
+
+
+class DeviceFree(Structure):
+    _fields_ = [
+        ("index", c_uint),
+        ("uuid", c_char * 64),
+        ("free_before", c_uint64),
+        ("free_after", c_uint64),
     ]
 
 
@@ -101,6 +114,14 @@ class Report(Sized):
         ("free_before", c_uint64),
         ("free_after", c_uint64),
         ("failed", c_uint32),
+        ("n_devices", c_uint32),
+        ("devices", DeviceFree * MAX_DEVICES),
+        ("rolled_back", c_uint32),
+        ("failed_err", c_int32),
+        ("failed_pid", c_uint32),
+        ("failed_device", c_uint),
+        ("failed_instance", c_char * 64),
+        ("failed_pool", c_char * 128),
     ]
 
 
@@ -134,6 +155,8 @@ class PoolInfo(Sized):
         ("mappers", POINTER(MapperInfo)),
         ("owner_instance", c_char * 64),
         ("owner_cgroup", c_char * 256),
+        ("owner_job", c_char * 64),
+        ("device_uuid", c_char * 64),
     ]
 
 
@@ -209,6 +232,8 @@ _PROTOTYPES = {
     "vram_alloc": (c_int, [c_void_p, c_size_t, POINTER(c_void_p)]),
     "vram_free": (c_int, [c_void_p, c_void_p]),
     "vram_pause": (c_int, [c_void_p, POINTER(Selector), c_uint, POINTER(Report)]),
+    "vram_gang_pause": (c_int, [c_void_p, POINTER(Selector), c_uint, POINTER(Report)]),
+    "vram_gang_resume": (c_int, [c_void_p, POINTER(Selector), c_uint, POINTER(Report)]),
     "vram_resume": (c_int, [c_void_p, POINTER(Selector), c_uint, POINTER(Report)]),
     "vram_pool_pause": (c_int, [c_void_p, POINTER(Report)]),
     "vram_pool_resume": (c_int, [c_void_p, POINTER(Report)]),

@@ -17,6 +17,7 @@ STRUCTS = {
     "vram_pool_options": _lib.PoolOptions,
     "vram_selector": _lib.Selector,
     "vram_report": _lib.Report,
+    "vram_device_free": _lib.DeviceFree,
     "vram_mapper_info": _lib.MapperInfo,
     "vram_pool_info": _lib.PoolInfo,
     "vram_device_info": _lib.DeviceInfo,

@@ -39,6 +39,15 @@ int main(void)
 	F(vram_selector, owner_pid);
 	F(vram_selector, all);
 	F(vram_selector, owner);
+	F(vram_selector, job);
+	F(vram_selector, owner_pids);
+	F(vram_selector, n_owner_pids);
+
+	S(vram_device_free);
+	F(vram_device_free, index);
+	F(vram_device_free, uuid);
+	F(vram_device_free, free_before);
+	F(vram_device_free, free_after);
 
 	S(vram_report);
 	F(vram_report, size);
@@ -47,6 +56,14 @@ int main(void)
 	F(vram_report, free_before);
 	F(vram_report, free_after);
 	F(vram_report, failed);
+	F(vram_report, n_devices);
+	F(vram_report, devices);
+	F(vram_report, rolled_back);
+	F(vram_report, failed_err);
+	F(vram_report, failed_pid);
+	F(vram_report, failed_device);
+	F(vram_report, failed_instance);
+	F(vram_report, failed_pool);
 
 	S(vram_mapper_info);
 	F(vram_mapper_info, pid);
@@ -74,6 +91,8 @@ int main(void)
 	F(vram_pool_info, mappers);
 	F(vram_pool_info, owner_instance);
 	F(vram_pool_info, owner_cgroup);
+	F(vram_pool_info, owner_job);
+	F(vram_pool_info, device_uuid);
 
 	S(vram_device_info);
 	F(vram_device_info, index);
