@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # vramd: one non-recursive Makefile. Quiet unless V=1.
 #
 #   make            build vramd, libvram.so, vramctl
@@ -134,7 +135,9 @@ $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 
 proto/vram.pb-c.c proto/vram.pb-c.h: proto/vram.proto
 	$(call msg,PROTOC,$<)
-	$(Q)cd proto && protoc-c --c_out=. vram.proto
+	$(Q)cd proto && protoc-c --c_out=. vram.proto && \
+		for f in vram.pb-c.c vram.pb-c.h; do \
+			sed -i '1i /* SPDX-License-Identifier: Apache-2.0 */' $$f; done
 proto: proto/vram.pb-c.c
 
 # Every object that includes the generated header waits for it.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """vramd against upstream torch_memory_saver, side by side, in one run
 (make bench-compare; issue 11). Needs a GPU and PyTorch; exits 77 without.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """One backend of bench/compare.py, in a process of its own (upstream
 torch_memory_saver and vramd's compat layer both hook torch's allocator and
 must never share a process). Started by bench/compare.py; not meant to be

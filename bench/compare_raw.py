@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The raw in-process floor of bench/compare.py: the allocations a workload
 makes, made directly with the CUDA driver's VMM calls through ctypes, in
 one process, with no daemon, no torch and no allocator in between.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Checks bench/compare.py's parts that need no GPU (make
 bench-compare-selftest): argument parsing, the summary, ratios, tables,
 CSV, JSON, --render and the plots on the figures recorded in issue 11; the

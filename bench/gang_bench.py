@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Gang pause and resume of a tag across 1, 2, 4 and 8 GPUs (as many as the
 machine has), one rank per GPU as RL jobs run them.
 

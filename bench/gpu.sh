@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # GPU benchmarks (make bench-gpu): the raw VMM floor (bench/gpu_raw), the
 # same pools through vramd (bench/gpu_vramd), a few variants, the control
 # path (bench/rpc), then bench/plot.py's table, summary.json and PNG.

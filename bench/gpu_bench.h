@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the GPU benchmarks (bench/gpu_raw.c, bench/gpu_vramd.c): the
  * CUDA driver loaded with dlopen, timing, command-line sizes, the "hog"
  * that uses the device between a pause and a resume, backup memory made

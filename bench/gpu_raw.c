@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The floor: the VMM calls vramd and libvram make for a pool, done in one
  * process with no daemon, no socket and no fd passing, so that
  * bench/gpu_vramd.c's figures can be read as a ratio against it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pause and resume through vramd and libvram on a real GPU: the figures
  * bench/gpu_raw.c's floor is the denominator for. Starts its own vramd on
  * the cuda backend (through the test harness; VRAMD_BIN names the binary),

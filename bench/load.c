@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Load: N concurrent clients (threads, each on its own connection) pause
  * and resume, for a fixed time, either their own small pool or one pool
  * they all share (its owner, another process, acknowledges on its event

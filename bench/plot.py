@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Reads the CSV of bench/gpu_raw and bench/gpu_vramd (see bench/gpu_bench.h),
 prints vramd against the raw floor with their ratios and the issue's targets,
 writes summary.json, and draws latency.png (latency against pool size) when

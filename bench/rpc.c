@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Control-path benchmark: round-trip latency of a no-op request (ping) and
  * of pause + resume of a small pool, with 1 and 64 concurrent clients, each
  * on its own connection. Starts its own vramd (host backend) through the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch pause/resume through vramd against the raw in-process VMM floor
 (make bench-torch; needs a GPU and PyTorch).
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compiler attributes shared by vramd, libvram and the tests. */
 #ifndef VRAM_COMMON_ATTR_H
 #define VRAM_COMMON_ATTR_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one monotonic clock of vramd, libvram and the tests, in milliseconds.
  * Header only, like env.h: each side compiles its own copy.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The few CUDA driver API types and entry points vramd uses, declared here
  * so that the tree builds without the CUDA toolkit (a CI machine has no
  * cuda.h), and loaded at run time from libcuda.so.1 with dlopen so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Numeric settings read from the environment (VRAM_CUDA_*, VRAM_HIP_*),
  * shared by vramd and libvram. Header-only. */
 #ifndef VRAM_ENV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HIP runtime entry points vramd uses, as a table of function pointers,
  * and the few HIP types and constants they take. Shared by the daemon's
  * HIP backend (daemon/backend/hip.c) and libvram's (libvram/vmm/hip.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Read-only fds for read-only mappers: see access.h. */
 #include "access.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Read-only access where the backend can enforce it. A read-only mapper
  * of a pool on the host backend gets its chunk and backup fds reopened
  * O_RDONLY (through /proc/self/fd), so mmap(PROT_WRITE) and write() on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The audit request: for every process using a device, the memory the
  * driver says it uses next to what it holds through vramd, so memory an
  * engine allocated outside its pools is visible at once. */

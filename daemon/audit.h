@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #ifndef VRAMD_AUDIT_H
 #define VRAMD_AUDIT_H
 

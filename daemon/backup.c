@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pool backups: memfds and files in backup_dir (see backup.h). */
 #include "backup.h"
 

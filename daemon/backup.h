@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A pool's backup: where the content of a paused pool lives. For the host
  * policy a sparse memfd, for the disk policy a sparse file the daemon
  * creates in backup_dir. Either way the daemon holds one fd (struct

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's settings: defaults, then the config file, then the command line. */
 #ifndef VRAMD_CONFIG_H
 #define VRAMD_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fd store's bookkeeping: what systemd holds for us, by name. */
 #include "fdstore.h"
 

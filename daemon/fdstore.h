@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* systemd's file-descriptor store, kept in step with the pools: every
  * chunk fd and backup fd the daemon holds is in the store under a name
  * that says what it is, and so is the pool table (table.h) in a sealed

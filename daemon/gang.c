@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gang pause and resume. The first transition acts on every selected
  * pool, as a plain request would. When it has settled, the gang looks at
  * each pool: one that failed (an error, a deadline) or whose owner went

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gang pause and resume: all or nothing over the pools a request selects
  * (a tag across every device and rank of a job). On top of transition.c:
  * one transition over every pool; if one pool failed, missed its deadline

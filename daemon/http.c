@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The metrics' HTTP endpoint (libmicrohttpd, Debian's libmicrohttpd-dev)
  * and the node_exporter textfile writer. The published exposition is an
  * immutable, reference-counted buffer: a scrape takes a reference under

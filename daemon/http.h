@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The outputs of the metrics, each on a thread of its own so that no scrape
  * and no disk ever holds up the loop: libmicrohttpd's thread answers
  * GET /metrics and GET /healthz from the last buffer published, and a

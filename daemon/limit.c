@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The limits on what clients make the daemon hold: see limits.h. */
 #include "limit.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What one client, one uid and all of them together may make the daemon
  * hold: sessions (with a reserve that root and the admin group always
  * get), a deadline for the hello, queued output in bytes and in fds, the

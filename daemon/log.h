@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Leveled logging on stderr: "vramd: LEVEL: message". Under systemd the
  * journal adds time stamps, so none are printed here; when stderr is the
  * journal, lines start with their syslog priority instead ("<4>warn: ...",

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd: the per-node GPU memory broker. Settings come from defaults, then
  * the config file, then flags. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pieces of messages several replies and events share, and the
  * conversions of the daemon's enums to the wire's. */
 #include "message.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pieces of protobuf messages that several replies and events share. */
 #ifndef VRAMD_MESSAGE_H
 #define VRAMD_MESSAGE_H

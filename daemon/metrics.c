@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The counters, histograms and exposition of docs/metrics.md. Everything
  * here runs on the loop except the audit's driver call (a libuv worker);
  * the rendered text goes to http.c, which serves it from its own thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's metrics (docs/metrics.md): counters and histograms that the
  * loop alone writes, and the Prometheus exposition it renders from them and
  * from the pool table into an immutable buffer that http.c serves and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool table, selection, rights, and a session's departure. */
 #include "node.h"
 

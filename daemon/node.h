@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node: every pool the daemon holds, and who may act on which. It
  * owns the pool table and the pool and event ids, picks the pools a
  * selector names, checks rights, and undoes what a departing session held.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* systemd notification. Messages go to $NOTIFY_SOCKET with a non-blocking
  * send of our own: libsystemd's sd_notify() blocks when the receiver's
  * queue is full, and a slow supervisor must never stall the loop that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* systemd notification: READY, STATUS, STOPPING, WATCHDOG, and the socket
  * fd store (fdstore.h). All of it is a no-op without systemd. */
 #ifndef VRAMD_NOTIFY_H

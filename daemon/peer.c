@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The peer's identity: SO_PEERCRED, then a pidfd (SO_PEERPIDFD, Linux 6.5,
  * or pidfd_open on older kernels) held while its /proc/PID/cgroup is read
  * and checked alive afterwards, so the cgroup is the peer's own. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who is at the other end of a client socket, from what the kernel vouches
  * for: SO_PEERCRED's uid, gid and pid (the pid as vramd's PID namespace
  * sees it, 0 when the peer is outside it), and the peer's cgroup, read

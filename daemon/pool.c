@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool state machine: its states, and every edge between them (the
  * diagram is in pool.h). */
 #include "pool.h"

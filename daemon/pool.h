@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A pool: named, tagged memory on one device, made of chunks, owned by one
  * session and mapped by any number. pool.c is the only place that assigns
  * a pool's state and the only place that picks what comes next; a request

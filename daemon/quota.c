@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Quotas per uid and per group: see quota.h. */
 #include "quota.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Quotas per uid and per group (vramd.conf's quota lines): pools, device
  * bytes on each device, host backup bytes. A pool counts against its
  * owner's uid and the owner's (primary) group as they were when it was

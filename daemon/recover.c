@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rebuilding the pools from the fd store at start (the rules are in
  * recover.h). */
 #include "recover.h"

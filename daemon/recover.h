@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A vramd started with the fd store's fds (LISTEN_FDS, LISTEN_FDNAMES,
  * LISTEN_PID, as systemd passes them back): finds the listening socket,
  * the newest pool table and every chunk and backup, and rebuilds the

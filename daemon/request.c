@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One function per request. Each checks its arguments and the caller's
  * rights, then asks node.c, pool.c or transition.c to act and answers. */
 #include "request.h"

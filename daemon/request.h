@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The request handlers, one function per request; server.c's read loop
  * hands each decoded request to request_handle. */
 #ifndef VRAMD_REQUEST_H

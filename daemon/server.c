@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The libuv loop: the listening socket, signals, the watchdog, the status
  * line, the sessions and their read loop. */
 #include "server.h"

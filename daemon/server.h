@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's top: the libuv loop, the listening socket, signals, the
  * watchdog and the status line, the sessions and the read loop that hands
  * their requests to request.c, over the node (node.h) that holds the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One client connection's socket, send queue and lifetime. Replies and
  * events are queued with proto/wire.c and written as the socket takes
  * them; a client that stops reading is cut off before the daemon hoards

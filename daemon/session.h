@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One client connection's own side: its socket and credentials, the queue
  * of replies and events it has not taken yet, and its lifetime. It knows
  * no pools and no requests: server.c reads and dispatches its frames,

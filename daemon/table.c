@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool table's bytes (the format is in table.h). */
 #include "table.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool table as bytes: what a vramd started from the fd store needs
  * to rebuild its pools (names, tags, owners, policies, layouts, states,
  * backup sizes, mapper identities), kept in a sealed memfd in the store.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pause and resume across mappers. pool.c decides the states and the edges
  * between them; this file begins each pool's part, sends the rounds of
  * events the pool asks for, counts the pools down against a deadline and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pause and resume requests: over the pools request.c hands over, one
  * state-machine transition per pool (rounds of events to mappers, acks, a
  * deadline), and one answer once every pool has finished or the deadline

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the demo's engine and trainer share. Header-only: each is one
  * program built from one file. */
 #ifndef VRAM_DEMO_H

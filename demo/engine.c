@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The inference engine of the RL-cycle demo (demo/run.sh).
  *
  * It does what an engine co-located with a trainer does with libvram: it

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # One co-located RL cycle on vramd's host backend (`make demo` runs this).
 #
 # An inference engine and a trainer share one emulated device of 1 GiB. The

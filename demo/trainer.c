@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The trainer of the RL-cycle demo (demo/run.sh).
  *
  * It borrows the device memory of a co-located engine for a training step,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The size rule of the public structs: see abi.h. */
 #include <errno.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The size rule of vram.h's structs (abi.c): a struct the caller
  * allocates starts with uint32_t size, and libvram reads and writes only
  * what that size covers. The smallest size accepted is the end of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Inspection: list, stats and audit. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The public pool calls: create, open, close, drop, sub-allocation, and
  * the accessors. The pool object itself is pool.c's. */
 #include <errno.h>

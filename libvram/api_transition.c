@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pause and resume: one Transition request, answered when every selected
  * pool has finished. Events for pools this process maps (its own pause of
  * its own pool included) are handled while the call waits; they, not the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Requests to vramd, their responses, the reader role and the event
  * thread. The client's lifecycle (connect, hello, close) is client.c's.
  *

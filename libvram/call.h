@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Requests to vramd and their responses, the reader role and the event
  * thread (call.c). A public call builds a request, hands it to call_run()
  * with a struct call on its stack, and reads call->msg.

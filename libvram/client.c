@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client's lifecycle: vram_connect() (socket, hello, the backend's
  * client half), the public calls on the client, vram_client_close(), and
  * the process hooks that close what is left at exit and cut a forked

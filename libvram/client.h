@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client: one connection to vramd, made by vram_connect() and freed by
  * vram_client_close() (client.c). Its pools are struct vram_pool
  * (pool.h); its requests are struct call (call.h).

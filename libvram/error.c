@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram_last_error(): one message per thread, set by every failing call. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The thread-local message behind vram_last_error(). */
 #ifndef LIBVRAM_ERROR_H
 #define LIBVRAM_ERROR_H

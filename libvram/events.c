@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Events from the daemon: pause, resume, grow and drop of a pool this
  * process maps. They run in the reader, with the client's lock held, in
  * the order the daemon sent them; they never wait on the daemon: the ack

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Events from the daemon about pools this process maps (events.c). */
 #ifndef LIBVRAM_EVENTS_H
 #define LIBVRAM_EVENTS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hello exchange that opens a session, on a new connection and on a
  * reconnection (reconnect.c). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Log handler: nothing is printed unless the program asks for it. The
  * handler's rules are in vram.h (vram_set_log_handler). */
 #include <pthread.h>

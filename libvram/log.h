@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process-wide log handler set by vram_set_log_handler(). libvram
  * prints nothing by itself: without a handler, log_write() does nothing. */
 #ifndef LIBVRAM_LOG_H

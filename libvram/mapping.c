@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One pool's range, chunks and backup in this process: see mapping.h. */
 #include <errno.h>
 #include <stdlib.h>

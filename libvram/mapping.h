@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* One pool's view in this process: its reserved virtual range, the chunks
  * of its layout (mapped or not), and its mapped host backup.
  *

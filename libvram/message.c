@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Wire types to and from the public ones: see message.h. */
 #include "message.h"
 

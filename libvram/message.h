@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The protobuf types of the wire to and from the public ones of vram.h,
  * in one place (message.c). */
 #ifndef LIBVRAM_MESSAGE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A pool in this process: the object, its client's list, its geometry,
  * the completions that build it from the daemon's replies, and the names
  * of states and policies. See pool.h. */

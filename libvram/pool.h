@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A pool in this process (pool.c): the object behind a vram_pool handle,
  * its place in its client's list, its device geometry, and the
  * completions that set it up from the daemon's reply. The public pool

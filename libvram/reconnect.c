@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reconnecting to a restarted vramd (reconnect.h). */
 #include "reconnect.h"
 #include "attr.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reconnecting to a vramd that restarted (VRAM_CONNECT_RECONNECT): a new
  * socket, hello, and every pool this client maps opened again by name,
  * which makes this session a mapper again (and the owner of a pool it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every live client and pool of the process, so that closing twice,
  * closing NULL, or closing at exit in any order is safe: a handle that is
  * not here is already closed (or never was a handle) and every call on it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Every live client and pool of the process (registry.c): a table that
  * answers whether a handle is live and counts the calls in progress on
  * it. It calls nothing above it; client.c's exit and fork hooks walk it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client's end of the Unix socket: see sock.h. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client's end of the Unix socket (sock.c): connecting, and a
  * blocking send for a socket that is non-blocking because a reader polls
  * it. The daemon never blocks, so this lives here and not in proto/wire.c.

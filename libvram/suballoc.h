@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A sub-allocator over a growing arena [start, size) of offsets. Pure
  * bookkeeping: no syscalls, no knowledge of pools or devices.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The PyTorch pluggable-allocator entry points: the malloc/free pair that
  * torch.cuda.memory.CUDAPluggableAllocator loads from libvram.so.0, so that
  * a torch.cuda.MemPool takes its segments from a vramd pool.

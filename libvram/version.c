@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The library's own version, which may be newer than a program's header. */
 #include "vram.h"
 

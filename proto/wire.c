@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framing and fd passing; see wire.h for the format and the ownership
  * rules, docs/protocol.md for what a session does with a bad frame.
  *

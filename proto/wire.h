@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Framing and fd passing over a Unix stream socket, shared by vramd and
  * libvram. This file is the one place that calls sendmsg/recvmsg.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Runs every case of every test binary named on the command line, each in
  * its own process with a timeout, and prints one line per case and the
  * totals last: "N passed, N failed, N skipped".

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small test framework. Each test file defines cases with TEST(name);
  * tests/test_main.c gives every test binary a main that lists its cases
  * (--list) or runs one (--run NAME). tests/runner.c runs each case in its

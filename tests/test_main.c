@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* main() for every test binary: --list prints the cases, --run NAME runs
  * one in this process, no argument runs all of them in this process (for
  * a debugger; the runner uses --run so that each case is isolated). */

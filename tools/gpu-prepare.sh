@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs vramd's GPU tests and benchmarks on a GPU machine that cannot build
 # them: one without libuv and protobuf-c, or without a package registry
 # (the lab's H200, see docs/gpu.md). Build on a Debian machine, carry the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Upstream torch_memory_saver (github:fzyzcjy/torch_memory_saver) for
 # bench/compare.py, built from source: the GPU machine has torch, nvcc and
 # setuptools but no package registry.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl audit: per process and device, what it maps through vramd next
  * to the memory the driver charges to the process itself (allocated
  * outside vramd, which a pause cannot free), so an engine's unmanaged

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl ls, show and drop: the pools on the node. */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl status: the daemon and its devices at a glance. */
 #include <errno.h>
 #include <inttypes.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl top: the node at a glance, refreshed (watch.c draws it). The
  * recent transitions are what this vramctl saw change between two
  * frames. */

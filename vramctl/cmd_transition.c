@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl pause and resume: move pools' physical memory off the device and
  * back, and say what that did to the device's free memory. */
 #include <errno.h>

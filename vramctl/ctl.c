@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What every vramctl command shares: the common options, the connection to
  * vramd, and turning libvram errors into messages and exit codes. */
 #include <errno.h>

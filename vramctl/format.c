@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Formatting for people: sizes, durations, names that are safe to print on
  * a terminal, errno names. */
 #include <errno.h>

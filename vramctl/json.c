@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small streaming JSON writer for vramctl --json. It writes as it goes
  * (no tree in memory), indents two spaces per level, and escapes strings so
  * that the output is valid JSON whatever bytes a pool or client name holds:

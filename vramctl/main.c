@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl: the admin CLI of vramd. Parses the global options, finds the
  * command and runs it; the exit code says what happened (see usage()). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Column-aligned tables for vramctl's text output. Cells are kept until the
  * table is printed, because a column is as wide as its widest cell. */
 #include <errno.h>

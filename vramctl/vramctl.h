@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl: the admin CLI of vramd. Internal declarations shared by its
  * files. vramctl talks to the daemon only through the public API in vram.h,
  * which keeps that API honest: whatever an operator can see or do here, any

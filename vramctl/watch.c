@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Frames refreshed in place, for top and the --watch of ls and status.
  * Each frame is rendered into memory first and written in one go, cut to
  * the terminal's size, so the screen never shows half a frame; when

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Picks a backend and keeps the daemon's accounting of what it holds. */
 #include "backend.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's side of a backend: how physical memory is made and freed.
  * Nothing above this interface knows which backend runs. The client's side
  * (importing, mapping, copying) is libvram/vmm/vmm.h.

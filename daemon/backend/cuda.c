@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend: physical GPU memory made with the driver's VMM API and
  * exported as POSIX fds.
  *

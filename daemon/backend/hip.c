@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The HIP backend: physical memory of AMD GPUs made with the HIP runtime's
  * VMM API (ROCm 6.0 or later) and exported as POSIX fds (dma-bufs).
  *

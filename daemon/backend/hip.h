@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's HIP backend beyond backend.h: opening it with a given table
  * of HIP entry points (the unit tests pass a recording stand-in), and what
  * it counts. See daemon/backend/hip.c and docs/rocm.md.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host backend: GPU memory emulated with memfds, so that the whole
  * system, fd passing included, runs on machines without a GPU. Each
  * emulated device has a fixed capacity and refuses chunks past it, so the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVML through dlopen. The types and signatures are nvml.h's (NVML 12/13),
  * declared here so that no NVIDIA header is needed to build. */
 #include "nvml.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVML, loaded with dlopen of libnvidia-ml.so.1: device memory as the
  * driver reports it and the processes using each device. NVML needs no
  * CUDA context, so the daemon can measure what a pause gave back without

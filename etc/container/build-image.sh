@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds vramd's container images (etc/container/Containerfile) from the
 # project's .debs, and tries them: vramd in one container serving a socket
 # in a host folder, vramctl in the client image reaching it through that

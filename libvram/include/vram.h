@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram.h: the whole public API of libvram, the vramd client library.
  *
  * libvram connects to vramd, the per-node GPU memory broker, maps the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram-preload.so: whole-process capture of the CUDA and HIP runtimes'
  * device allocations into vramd pools (docs/preload.md says why and how).
  *

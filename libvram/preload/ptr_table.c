@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pointer table of the preload library (see ptr_table.h). Linear
  * probing over a power-of-two array; a removed entry leaves a "deleted"
  * mark so that probes go on past it, and the array is rebuilt when live

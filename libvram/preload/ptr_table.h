@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The preload library's table of the pointers it made: which runtime call
  * a cudaFree must reach, and what the library holds. An open-addressing
  * hash table keyed by pointer, guarded by its own lock. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vram_preload.h: the C entry points of libvram-preload.so, the library
  * that, loaded with LD_PRELOAD, routes the CUDA (and HIP) runtime's device
  * allocations of a whole process into vramd pools (docs/preload.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The copy planner shared by libvram's GPU halves; see copy.h. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The copy planner of libvram's GPU halves (cuda.c, hip.c): how a copy
  * between a pool and its host backup is cut into pieces and spread over a
  * few streams per device. The halves keep only the driver's calls, given

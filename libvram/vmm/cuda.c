@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client's side of the CUDA backend: chunk fds from vramd imported and
  * mapped into ranges reserved with the driver's VMM API, and copies between
  * a pool and its host backup.

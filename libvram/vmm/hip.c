@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client's side of the HIP backend: chunk fds from vramd imported and
  * mapped into ranges reserved with the HIP runtime's VMM API (ROCm 6.0 or
  * later), and copies between a pool and its host backup.

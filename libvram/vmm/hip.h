@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's HIP half beyond vmm.h: opening it with a given table of HIP
  * entry points (the unit tests pass a recording stand-in), the choice of
  * re-reserving ranges after release, and what it counts. See

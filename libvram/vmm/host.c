@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host backend's client half: a chunk is a memfd, mapping is mmap into
  * a range reserved with PROT_NONE, and unmapping puts PROT_NONE anonymous
  * memory back so the range stays reserved (touching paused memory faults,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host ranges a GPU half of the vmm has registered with its driver
  * (pinned for fast copies), kept so that destroying the vmm can undo what
  * the caller left. Shared by vmm_cuda.c and vmm_hip.c; thread-safe. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Picks the client half of the backend the daemon announced. */
 #include <errno.h>
 #include <string.h>

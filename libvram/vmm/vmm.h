@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The client's side of a backend: reserving virtual ranges, importing and
  * mapping chunk fds into them, and copying between the pool and its host
  * backup. libvram picks the implementation from the backend name the daemon

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vram: Python bindings of libvram, the client library of vramd.
 
 vramd is a per-node GPU memory broker: it owns the physical memory of its

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes bindings of libvram, the vramd client library.
 
 This module mirrors libvram/include/vram.h: the structures, the functions'

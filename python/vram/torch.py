@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch on vramd: tensors in pausable pools, by tag.
 
     import torch, vram.torch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: libvram's reply and event handling. A fake daemon on
  * a thread of this process answers the hello properly, then sends the
  * input's frames (records as in daemon_fuzz.c: a flags byte, a 16-bit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: the daemon's receive path. The real server (libuv
  * loop, sessions, request handling, the host backend) runs in this
  * process on a temporary socket; each input is one client connection.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes tests/fuzz/corpus/daemon: one seed per request type (and a few
 sequences), in daemon_fuzz.c's record format. Protobuf is encoded by hand
 here (field numbers from proto/vram.proto) so that no generator is needed.

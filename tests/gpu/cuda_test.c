@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd on a real NVIDIA GPU (make test-gpu): the daemon on the cuda
  * backend, this process and children as clients. Release is proven by the
  * device's free memory as the driver reports it, not by return codes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers for the GPU tests: this process's own use of the CUDA driver
  * (dlopen'd, as vramd and libvram do, so no CUDA header or library is
  * needed to build), a vramd on the cuda backend, child processes that play

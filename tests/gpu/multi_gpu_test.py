@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Several GPUs behind one vramd (make test-gpu): one PyTorch rank per GPU,
 each a process with its own CUDA_VISIBLE_DEVICES, registered under one job
 (VRAM_JOB), NCCL between them, as RL jobs run their engines. Each rank

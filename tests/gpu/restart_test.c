@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd killed and restarted under a GPU worker (issue 10): the worker
  * holds weights (host backup) and a KV cache and keeps computing while the
  * daemon is SIGKILLed and started again from its fd store (the harness

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_memory_saver's examples (fzyzcjy/torch_memory_saver test/examples)
 and vLLM's allocator-level sleep-mode behaviours, on a real GPU through
 vram.compat (make test-gpu). Each scenario runs in a fresh interpreter, as

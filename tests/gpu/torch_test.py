@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """PyTorch on vramd on a real GPU (make test-gpu): a small transformer-like
 model's weights (tag weights, host backup), a KV cache (tag kv_cache,
 discarded) and a captured CUDA graph (tag cuda_graph) live in vramd pools;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test harness: see harness.h. Plain libc: it is linked into test binaries
  * that may not have libvram or libuv.
  *

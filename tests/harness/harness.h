@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test harness: start and stop a real vramd on a temporary socket, spawn
  * and wait for programs, count fds. Linked into every test binary and
  * benchmark, so it uses plain libc only (no libvram, no libuv).

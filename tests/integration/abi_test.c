@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The size rule of vram.h's structs against a real vramd: a struct whose
  * size is 0 or too small is refused before anything is sent; a caller
  * built against a newer header (a larger struct) gets what this libvram

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backup policies against a real vramd: a host backup released after a
  * resume (its pages back, the accounting back to 0) or retained, a
  * pageable one, and a disk backup the daemon owns in backup_dir (written

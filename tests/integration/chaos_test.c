@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Chaos: random SIGKILLs of owners (mid-save: their own pause of a host
  * pool), of third-party pausers (mid-pause, mid-resume of another's
  * pools) and of trainers (mappers owing acks), on a small emulated

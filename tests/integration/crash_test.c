@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Clients that die: SIGKILL mid-pause and mid-resume, owners that exit with
  * pools alive, persistent pools that outlive their owner. The daemon must
  * survive and hold exactly what it held before. */

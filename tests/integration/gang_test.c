@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Gang pause and resume across ranks: one process per rank, each with its
  * pools on its own emulated device (vramd --host-devices N), registered
  * under one job (VRAM_JOB), the way RL jobs run one rank per GPU. A gang

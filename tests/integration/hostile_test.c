@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hostile and flooding clients (issue 12): the fd limit, idle connections
  * from one uid, hellos that never come, readers that never read, and
  * names that are not text. Each case reproduced its problem on the daemon

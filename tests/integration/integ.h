@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the integration tests: a real vramd (host backend) on
  * a temporary socket, driven through the public API only. Header-only so
  * that each test binary stays one file plus the harness. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Out of memory on grow and on resume, bad arguments, and permissions. */
 #include <sys/stat.h>
 

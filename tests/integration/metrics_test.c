@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's metrics endpoint from C, so that the HTTP thread, the buffer
  * swap and the counters also run under ASan (make asan skips the Python
  * suite, tests/python/test_metrics.py, which checks the rest): scrapes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pause and resume against a real vramd: data kept or dropped by policy,
  * the same addresses across cycles, capacity really returned, several
  * processes, third-party pauses, mappers that do not answer. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram-preload.so against a real vramd (host backend) and a fake CUDA
  * runtime: a program linked against tests/unit/cudart_fake runs under
  * LD_PRELOAD (tests/integration/preload/preload_child.c, driven line by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd restarted, killed and upgraded under an fd store driven as systemd
  * drives it (harness_daemon_start_store): the FDSTORE=1 fds are kept by
  * the harness and passed to the next vramd with LISTEN_FDS,

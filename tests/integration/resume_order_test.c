@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The order of a resume against a real vramd: a second process that maps a
  * host pool and uses it as soon as it sees VRAM_STATE_ACTIVE (as
  * docs/client-api.md tells it to) must find the restored content, and what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramctl against a real vramd: the table, --json (checked by Python's
  * json module, so it is valid JSON and has every field), pause/resume by
  * tag and owner, and the documented exit codes. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the Python tests: a vramd on the host backend per test."""
 
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """An offline check of Kubernetes manifests: the fields of the objects
 etc/k8s/ uses, with their types, required fields and enumerations, as the
 Kubernetes API (v1.28 reference) defines them, and strict about fields it

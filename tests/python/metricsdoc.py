@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Readers of the metric specification (docs/metrics.md) and of expositions
 in the Prometheus text format, for the tests of the metrics, the dashboard
 and the Kubernetes manifests."""

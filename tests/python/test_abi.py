@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """python/vram/_lib.py's ctypes mirrors held against vram.h: every public
 struct's size and every field's offset and size, as the C compiler lays
 them out (build/tests/vram_layout, built by the Makefile from vram.h), and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The vram package against a real vramd on the host backend: clients,
 pools, sub-allocation, pause and resume (with the data checked through
 ctypes), third-party pauses, inspection, errors."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The compatibility layers' API surface, as engines call it, without torch:
 vram.compat.torch_memory_saver (torch_memory_saver's module and singleton)
 and vram.compat.vllm (vLLM's CuMemAllocator and its plugin hook)."""

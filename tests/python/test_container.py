@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """etc/container/: the Containerfile, read statically (building it is
 `make container`, not part of make test): images from debian:bookworm-slim
 and the project's .debs only, nothing fetched from anywhere but Debian's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Clients in other PID namespaces (containers, pods): a client started by
 `unshare --pid --fork` (pid 1 in its namespace) names its instance with
 VRAM_INSTANCE, creates, pauses and resumes a pool; vramctl selects that

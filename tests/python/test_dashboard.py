@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """etc/grafana/vramd-dashboard.json: valid JSON of a Grafana dashboard,
 whose every query names only metrics docs/metrics.md defines (histogram
 series only of histograms), and whose PromQL promtool parses."""

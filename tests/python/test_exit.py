@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Interpreter exit with libvram handles in every state: the process exits
 0 and prints nothing. Each case runs a fresh python3 against vramd on the
 host backend."""

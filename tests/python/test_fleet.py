@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """tools/fleet-pause against several vramds on this machine standing in for
 the nodes of a job (host backend, a socket each): a tag paused and resumed
 on every node, and all or nothing when a node fails (it is named with its

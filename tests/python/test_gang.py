@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Gang pause and resume from Python: one process per rank, each with its
 pool on its own device of the host backend, registered under one job
 (VRAM_JOB); a rank that never acks undoes the gang and is named."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """etc/k8s/: the manifests validate offline against the fields of the
 Kubernetes API they use (tests/python/k8s_schema.py, strict), hold together
 (mounts name volumes, the ConfigMap exists, socket paths and the vram gid

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vramd's metrics (docs/metrics.md) on the host backend: the exposition
 served on the loopback address after a pause and a resume, checked by
 promtool and by its own families and values, the textfile, /healthz, and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real Prometheus (Debian's prometheus package) scrapes the sample
 exposition of docs/metrics.md, served over HTTP on the loopback address as
 vramd will serve it, and answers queries: the documented series with their

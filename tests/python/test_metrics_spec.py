@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/metrics.md against its sample exposition (tests/data/metrics-sample.prom):
 promtool accepts the sample, the sample defines exactly the documented
 metrics with their types and labels, and the names keep Prometheus'

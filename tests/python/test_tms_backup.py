@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch_memory_saver's backup semantics and vLLM's sleep levels through
 vram.compat, on the host backend: when a backup's host memory goes back
 (a resume that does not retain it), when get_cpu_backup is valid (paused,

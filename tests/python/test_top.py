@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vramctl top, ls --watch and status --watch: under a pseudo-terminal
 (python3's pty) of 20 rows by 60 columns they redraw in place, cut to the
 window, show a pause as a recent transition and end on q; with stdout a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """libvram's PyTorch allocator entry points (vram_torch_malloc/free and the
 per-thread pool stack), called through ctypes as PyTorch would call them,
 against vramd on the host backend: no torch and no GPU needed."""

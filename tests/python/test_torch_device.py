@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vram.torch in a worker that sees one GPU of two, without PyTorch or a GPU.
 
 vramd and this process run the cuda backend against the fake driver

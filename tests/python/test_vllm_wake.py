@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vram.compat.vllm's wake_up when the device cannot take the memory back:
 it raises RuntimeError, as vLLM's CuMemAllocator does when its allocator
 cannot map memory, with vramd's message, and the pool stays asleep with its

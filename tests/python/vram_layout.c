@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prints the layout of every public struct of vram.h, and its constants,
  * for tests/python/test_abi.py to hold python/vram/_lib.py's ctypes
  * mirrors against. One line each:

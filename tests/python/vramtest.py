@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for the Python tests: a real vramd on a temporary socket (as
 tests/harness/harness.c starts one), and child Python processes.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Connecting and closing: closing NULL, twice, in any order, at exit from
  * the registry, after the daemon went away (-EPIPE), while other threads
  * wait, and in a forked child; and no fd left behind, here or in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's CUDA half without a GPU: absent and unusable drivers, and every
  * operation against a fake driver (tests/unit/cuda_fake/), which maps
  * memfds where the GPU would map device memory. Checked: each call leaves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's events: pause and resume (own and third-party, through a
  * waiting call, dispatch and the event thread; SAVE then PAUSE for a pool
  * whose content is kept), grow and drop events, growth of a pool by

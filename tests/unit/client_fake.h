@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A scripted vramd, for the libvram cases that need a daemon to misbehave
  * (hostile or malformed frames, no answer, answers out of order, a failed
  * hello, a hang-up after it) or that count what libvram sends. Every other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The wrong-GPU case of issue 15 on the fake driver (tests/unit/cuda_fake/)
  * with a real vramd --backend cuda: the node has two devices, and each rank
  * is a process that sees only its own (CUDA_VISIBLE_DEVICES=N), so that its

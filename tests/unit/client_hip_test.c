@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's HIP half without AMD hardware: an absent or unusable runtime,
  * and every operation against a recording stand-in for the HIP runtime
  * (tests/unit/hip_fake.h). Checked: the exact calls of a grow (carving a

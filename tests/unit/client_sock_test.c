@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of libvram/sock.c: connecting to a Unix socket by path and by
  * abstract name, and the blocking send that waits for a full socket. */
 #include <fcntl.h>

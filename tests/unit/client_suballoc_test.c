@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The sub-allocator alone: alignment, first fit, coalescing, growth of the
  * arena, refusal of unknown and double frees, and a randomized run against
  * a simple model that checks no two live allocations overlap. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libvram's PyTorch allocator on the cuda backend, without a GPU: a vramd
  * and this process both run against the fake driver (tests/unit/cuda_fake/),
  * the node has two devices and this process sees only the second

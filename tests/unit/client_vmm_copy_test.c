@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The copy planner of libvram's GPU halves (libvram/vmm/copy.c) against a
  * recording driver: pieces cut from uneven spans and spread round-robin,
  * the settings and their bounds, fewer streams when the driver makes fewer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The host backend's client half: reserving ranges, mapping memfds into
  * them, unmapping while keeping the range reserved (touching it faults),
  * mapping again at the same address, and copies. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Builds tests/unit/cuda_fake/libcuda_fake.c into a shared library and
  * points VRAM_LIBCUDA at it, so that the CUDA backend's two halves run
  * against a fake driver on machines without a GPU. The case is skipped

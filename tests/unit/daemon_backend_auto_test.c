@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* backend = auto on a node with a GPU whose driver cannot be loaded is an
  * error, not a quiet fall back to host memory; on a node without a GPU, and
  * with backend = host chosen on purpose, the host backend opens. The PCI

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's CUDA backend without a GPU: what happens when the driver is
  * absent or unusable, and its chunk handling against a fake driver
  * (tests/unit/cuda_fake/): fds exported CLOEXEC, the creating handle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* common/hip_api.h declares the HIP types, values and entry points vramd
  * uses itself instead of including <hip/hip_runtime_api.h> (it says why).
  * Where a HIP header is installed (Debian: libamdhip64-dev), this compiles

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's HIP backend without AMD hardware: an absent, foreign, old or
  * unusable runtime, and its chunk handling against a recording stand-in
  * for the HIP runtime (tests/unit/hip_fake.h): the exact calls at start,

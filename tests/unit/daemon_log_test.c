@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's log lines: with stderr the journal ($JOURNAL_STREAM names its
  * device and inode, as systemd sets it) each line starts with its syslog
  * priority, so that journalctl -p warning shows warnings and errors; on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd's loop never waits for the device. A real vramd runs the CUDA
  * backend against the fake driver (tests/unit/cuda_fake/), preloaded so
  * that the daemon's close of an exported chunk fd, the driver's free, can

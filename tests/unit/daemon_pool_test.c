@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The pool state machine: every edge of pool_pause, pool_resume and
  * pool_advance, and a failure injected at each step leaves a consistent
  * state that can be retried. A fake backend counts chunks and fails the

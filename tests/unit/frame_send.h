@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* frame_send(): writes one whole frame with proto/wire.c's non-blocking
  * queue, polling for POLLOUT, for tests that talk the wire without
  * libvram (the blocking send is libvram's sock_send, which the daemon must

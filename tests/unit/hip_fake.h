@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A recording stand-in for the HIP runtime, for the HIP backend's tests on
  * machines without AMD hardware (tests/unit/daemon_hip_*.c and
  * client_hip_*.c). fake_hip_api() returns a table of entry points

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* vramd as a process: systemd notification, the socket it makes, its
  * settings, and clean shutdown. */
 #include <signal.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of tests/harness itself: spawning and waiting, capturing output,
  * counting fds, and starting and stopping a daemon. A stand-in daemon (a
  * Python script speaking sd_notify) lets the daemon half be tested without

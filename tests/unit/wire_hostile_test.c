@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A real vramd against hostile and malformed peers speaking the raw
  * protocol: each bad frame closes that session and every fd it brought;
  * the daemon goes on serving others, and its fd count returns to baseline. */

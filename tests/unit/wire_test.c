@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of proto/wire.c over socketpair(AF_UNIX, SOCK_STREAM): frames
  * with and without fds, partial frames, every malformed input the receiver
  * must refuse, fd ownership on every path, partial writes. Malformed frames

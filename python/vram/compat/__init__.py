@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Drop-in replacements for the in-process allocators engines use today,
 backed by vramd:
 

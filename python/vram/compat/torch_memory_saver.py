@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """torch_memory_saver 0.0.10's API, backed by vramd.
 
 A module that stands in for the ``torch_memory_saver`` package, so that an

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """vLLM's sleep-mode allocator API (vllm.device_allocator.cumem
 .CuMemAllocator), backed by vramd.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The program tests/integration/preload_test.c runs under
  * LD_PRELOAD=libvram-preload.so: a CUDA "application" linked against the
  * fake runtime (tests/unit/cudart_fake), driven line by line on stdin. It

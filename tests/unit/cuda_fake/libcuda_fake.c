@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for libcuda.so.1, so that the CUDA backend's logic (loading,
  * error paths, fd handling, contexts pushed and popped, copies cut into
  * pieces) is tested on machines without a GPU. tests/unit/cuda_fake.h

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for the CUDA runtime (libcudart), so that libvram-preload.so
  * is tested on machines without a GPU: the program under test links this
  * library and runs with LD_PRELOAD=libvram-preload.so, which finds these
