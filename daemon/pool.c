@@ -600,7 +600,7 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 			 * restorer unregistered them before it acked), once
 			 * the new state is on record. */
 			p->backup_release_due = p->backup_fd >= 0 &&
-				!(p->flags & POOL_FLAG_RETAIN_BACKUP);
+				(p->flags & POOL_FLAG_RELEASE_BACKUP);
 			return pool_done(next, p->bytes);
 		}
 		/* A mapper could not map: pause again. The chunks hold the

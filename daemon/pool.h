@@ -58,11 +58,13 @@
  * without allocating); without it they go back once every mapper maps the
  * restored pool. */
 #define POOL_FLAG_RETAIN_BACKUP 0x2u
+#define POOL_FLAG_RELEASE_BACKUP 0x8u /* after a resume (the default keeps it) */
 /* The clients copy to and from the backup without registering it with the
  * driver (pageable, slower copies, no pinned host memory). */
 #define POOL_FLAG_PAGEABLE_BACKUP 0x4u
 #define POOL_FLAGS_ALL \
-	(POOL_FLAG_PERSIST | POOL_FLAG_RETAIN_BACKUP | POOL_FLAG_PAGEABLE_BACKUP)
+	(POOL_FLAG_PERSIST | POOL_FLAG_RETAIN_BACKUP | POOL_FLAG_PAGEABLE_BACKUP | \
+	 POOL_FLAG_RELEASE_BACKUP)
 
 enum pool_state {
 	POOL_ACTIVE,

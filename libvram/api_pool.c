@@ -21,7 +21,7 @@
 /* Every pool creation flag this libvram knows. */
 #define VRAM_POOL_FLAGS_ALL_                           \
 	(VRAM_POOL_PERSIST | VRAM_POOL_RETAIN_BACKUP | \
-	 VRAM_POOL_PAGEABLE_BACKUP)
+	 VRAM_POOL_PAGEABLE_BACKUP | VRAM_POOL_RELEASE_BACKUP)
 
 #define GROW_MIN (64ull << 20)	   /* a pool grows by at least 64 MiB */
 #define GROW_MAX_STEP (1ull << 30) /* and geometrically up to 1 GiB */
@@ -101,6 +101,11 @@ int vram_pool_create(vram_client *c, const struct vram_pool_options *in,
 		return error_finish(
 			eg, error_set(EINVAL, "unknown pool flags 0x%x",
 				      opts->flags & ~VRAM_POOL_FLAGS_ALL_));
+	if ((opts->flags & VRAM_POOL_RETAIN_BACKUP) &&
+	    (opts->flags & VRAM_POOL_RELEASE_BACKUP))
+		return error_finish(
+			eg, error_set(EINVAL, "a backup cannot be both retained "
+					      "and released"));
 	r = registry_client_enter(c);
 	if (r < 0)
 		return error_finish(eg, r);

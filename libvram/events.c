@@ -160,10 +160,10 @@ static int events_resume(struct vram_pool *p,
 			mapping_unmap_all(&p->map);
 			goto out;
 		}
-		/* Restored: a backup that is not retained lets go of its
-		 * pins now, so that the daemon's release (once every mapper
-		 * maps the pool) frees its pages. */
-		if (!(p->flags & VRAM_POOL_RETAIN_BACKUP))
+		/* Restored: a backup to be released lets go of its pins
+		 * now, so that the daemon's release (once every mapper maps
+		 * the pool) frees its pages. */
+		if (p->flags & VRAM_POOL_RELEASE_BACKUP)
 			mapping_backup_unpin(&p->map);
 	}
 	p->size = p->map.size;

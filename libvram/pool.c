@@ -187,7 +187,7 @@ int pool_complete(struct vram_client *c, struct call *call,
 		p->map.backup_pin = p->policy == VRAM_POLICY_HOST &&
 				    !(p->flags & VRAM_POOL_PAGEABLE_BACKUP);
 		p->map.backup_retain =
-			(p->flags & VRAM_POOL_RETAIN_BACKUP) != 0;
+			!(p->flags & VRAM_POOL_RELEASE_BACKUP);
 		p->map.backup_sync = p->policy == VRAM_POLICY_DISK;
 		rc = mapping_backup_map(&p->map, f->fds[idx]);
 		if (rc < 0) {

@@ -46,6 +46,7 @@ static const char *pool_flags_text(unsigned flags, char *buf, size_t size)
 	} names[] = {
 		{ VRAM_POOL_PERSIST, "persist" },
 		{ VRAM_POOL_RETAIN_BACKUP, "retain-backup" },
+		{ VRAM_POOL_RELEASE_BACKUP, "release-backup" },
 		{ VRAM_POOL_PAGEABLE_BACKUP, "pageable-backup" },
 	};
 	unsigned unknown = flags;

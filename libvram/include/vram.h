@@ -187,11 +187,17 @@ enum vram_state {
 
 /* Pool creation flags. */
 #define VRAM_POOL_PERSIST 0x1u /* outlives its owner's session; re-open it */
-/* Backup flags (host and disk policies). By default a backup's pages go
- * back to the OS (or the file system) once a resume has restored the pool
- * and every mapper maps it; RETAIN_BACKUP keeps them, so the next pause
- * writes without allocating and the backup stays readable while active. */
+/* Backup flags (host and disk policies). By default a backup keeps its
+ * pages (registered with the driver) across cycles, so every pause writes
+ * at the copy limit without allocating, and the backup stays readable
+ * while the pool is active. RELEASE_BACKUP gives them back to the OS (or
+ * the file system) once a resume has restored the pool and every mapper
+ * maps it: host memory is free between cycles, and the next pause pays
+ * for faulting and registering it again (torch_memory_saver's default).
+ * RETAIN_BACKUP asks for the default explicitly; both together are
+ * -EINVAL. */
 #define VRAM_POOL_RETAIN_BACKUP 0x2u
+#define VRAM_POOL_RELEASE_BACKUP 0x8u
 /* The host backup is not registered (pinned) with the driver: copies run
  * from pageable memory, slower, and no host memory is pinned. A disk
  * backup is never registered. */

@@ -409,8 +409,10 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 							VRAM_POLICY_DISCARD;
 	if (backup == VRAM_PRELOAD_BACKUP_PAGEABLE)
 		o.flags |= VRAM_POOL_PAGEABLE_BACKUP;
-	if (backup && cfg.retain)
-		o.flags |= VRAM_POOL_RETAIN_BACKUP;
+	/* torch_memory_saver's default: the host memory goes back after a
+	 * resume, unless TMS_RETAIN_CPU_BACKUP / VRAM_CAPTURE_RETAIN. */
+	if (backup && !cfg.retain)
+		o.flags |= VRAM_POOL_RELEASE_BACKUP;
 	o.reserve_bytes = cfg.reserve;
 	r = vram_pool_create(preload_client, &o, &p);
 	if (r < 0) {

@@ -436,14 +436,15 @@ class Client(_Handle):
         reserve_bytes=0,
         persist=False,
         policy=None,
-        retain_backup=False,
+        retain_backup=True,
         pageable_backup=False,
     ):
         """Creates a pool this client owns. backup=True (or policy
         Policy.HOST) keeps its content in host memory across a pause,
         Policy.DISK in a file vramd owns; otherwise a pause discards it.
-        retain_backup: the backup keeps its pages after a resume (else
-        they go back to the OS). pageable_backup: a host backup is not
+        retain_backup: the backup keeps its pages after a resume (the
+        default: the next pause writes at the copy limit); False gives them
+        back to the OS once the pool is restored. pageable_backup: a host backup is not
         pinned with the driver. reserve_bytes: the virtual range
         (0: the device's size). persist: the pool outlives this client.
         device: the daemon's index, or a UUID string ("GPU-...", as
@@ -466,7 +467,7 @@ class Client(_Handle):
         o.reserve_bytes = int(reserve_bytes)
         o.flags = (
             (_lib.POOL_PERSIST if persist else 0)
-            | (_lib.POOL_RETAIN_BACKUP if retain_backup else 0)
+            | (0 if retain_backup else _lib.POOL_RELEASE_BACKUP)
             | (_lib.POOL_PAGEABLE_BACKUP if pageable_backup else 0)
         )
         h = c_void_p()

@@ -83,7 +83,7 @@ class _Config:
     name_prefix = None  # None: "torch.<pid>"
     reserve_bytes = 0  # each pool's virtual range; 0: the device's size
     persist = False
-    retain_backup = False  # backups keep their pages after a resume
+    retain_backup = True  # backups keep their pages after a resume
 
 
 _config = _Config()
@@ -101,8 +101,8 @@ def configure(
     region(). name_prefix: pools are named PREFIX.TAG.POLICY.DEVICE
     (default torch.PID). persist: pools outlive this process (re-open them
     by name after a restart). retain_backup: backups keep their pages
-    after a resume (else vramd gives them back once the pool is restored;
-    Pool.backup_release() gives a retained one back)."""
+    after a resume (the default); False: vramd gives them back once the
+    pool is restored (Pool.backup_release() gives a retained one back)."""
     with _lock:
         if retain_backup is not None:
             _config.retain_backup = bool(retain_backup)
@@ -206,7 +206,7 @@ class _State:
             backup=bool(backup),
             reserve_bytes=_config.reserve_bytes,
             persist=_config.persist,
-            retain_backup=_config.retain_backup and bool(backup),
+            retain_backup=_config.retain_backup or not backup,
             pageable_backup=backup == "pageable",
         )
         mempool = _keep_forever(torch.cuda.MemPool(self.allocator.allocator()))

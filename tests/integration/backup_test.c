@@ -39,7 +39,8 @@ TEST(host_backup_released_after_resume)
 {
 	integ_start("256M");
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
+				  VRAM_POOL_RELEASE_BACKUP);
 	void *a;
 	ASSERT_OK(vram_alloc(w, DATA, &a));
 	integ_fill(a, DATA, 7);
@@ -61,6 +62,28 @@ TEST(host_backup_released_after_resume)
 		ASSERT_OK(integ_check(a, DATA, 8 + (uint32_t)i));
 		integ_fill(a, DATA, 7);
 	}
+	vram_client_close(c);
+	integ_stop();
+}
+
+/* The default keeps the pages: nothing to ask for, and both flags at once
+ * are refused. */
+TEST(host_backup_retained_by_default)
+{
+	integ_start("256M");
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(w, DATA, &a));
+	integ_fill(a, DATA, 3);
+	cycle(w, a, 3);
+	ASSERT(pool_backup(c, "w") >= DATA);
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+	vram_pool *p = NULL;
+	o.name = "both";
+	o.policy = VRAM_POLICY_HOST;
+	o.flags = VRAM_POOL_RETAIN_BACKUP | VRAM_POOL_RELEASE_BACKUP;
+	ASSERT_EQ(vram_pool_create(c, &o, &p), -EINVAL);
 	vram_client_close(c);
 	integ_stop();
 }
@@ -90,7 +113,8 @@ TEST(pageable_host_backup_keeps_content)
 	integ_start("256M");
 	vram_client *c = integ_connect("engine");
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
-				  VRAM_POOL_PAGEABLE_BACKUP);
+				  VRAM_POOL_PAGEABLE_BACKUP |
+					  VRAM_POOL_RELEASE_BACKUP);
 	void *a;
 	ASSERT_OK(vram_alloc(w, DATA, &a));
 	integ_fill(a, DATA, 5);
@@ -217,7 +241,7 @@ static void disk_case(unsigned flags)
 
 TEST(disk_backup_written_read_and_released)
 {
-	disk_case(0);
+	disk_case(VRAM_POOL_RELEASE_BACKUP);
 }
 
 TEST(disk_backup_retained_until_the_pool_goes)
