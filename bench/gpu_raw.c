@@ -16,13 +16,18 @@
  * once, copied in pieces over several streams as libvram does; next to them
  * a plain copy from cuMemAllocHost memory of the same size (the PCIe
  * limit). --copy-sweep measures piece sizes and stream counts, --chunk-sweep
- * chunk sizes for one pool size. Results: a table on stdout, figures in
- * the CSV (see gpu_bench.h). Exits 77 without a GPU.
+ * chunk sizes for one pool size, --clear-sweep the driver's clearing: for
+ * one pool size in 1, 4, 16 and 64 chunks, pause, rest an idle gap (0, 20,
+ * 100, 500 ms), resume, over --cycles cycles, and print what create cost
+ * (the time the driver spends clearing what was just released, FACTS.md
+ * "Creating after a release"). Results: a table on stdout, figures in the
+ * CSV (see gpu_bench.h). Exits 77 without a GPU.
  *
  * usage: gpu_raw [--sizes 1,4,16,64,128] [--policies discard,host]
  *                [--host-max 16] [--cycles 3] [--chunk-max 1G]
  *                [--layout chunked|geometric] [--threads 4]
- *                [--copy-sweep] [--chunk-sweep SIZE] [--csv FILE]
+ *                [--copy-sweep] [--chunk-sweep SIZE] [--clear-sweep SIZE]
+ *                [--csv FILE]
  */
 #include <pthread.h>
 
@@ -387,6 +392,71 @@ static void copy_sweep(uint64_t size)
 	fflush(stdout);
 }
 
+/* ---- the driver's clearing ------------------------------------------------ */
+
+/* For each layout of size bytes and each idle gap between a pause and the
+ * next resume: the create time of every cycle's resume (min / median /
+ * max), and the resume's whole time. The pause closes from one thread, as
+ * the daemon's last close of a chunk does. */
+static void clear_sweep(uint64_t size, int cycles)
+{
+	static const unsigned n_chunks[] = { 1, 4, 16, 64 };
+	static const unsigned gaps_ms[] = { 0, 20, 100, 500 };
+	double create[32], total[32];
+
+	printf("clearing sweep, %s discard pool, %d cycles per cell: create ms "
+	       "min / median / max (resume median)\n",
+	       bench_size_str(size), cycles);
+	for (size_t li = 0; li < sizeof(n_chunks) / sizeof(n_chunks[0]); li++) {
+		uint64_t cm = size / n_chunks[li];
+		char lay[32];
+		struct steps s = { 0 };
+		if (cm == 0 || cm % (2 * MiB))
+			continue;
+		snprintf(lay, sizeof(lay), "%ux%lluM", n_chunks[li],
+			 (unsigned long long)(cm / MiB));
+		struct raw_pool *p = calloc(1, sizeof(*p));
+		p->policy = "discard";
+		p->layout = lay;
+		p->size = size;
+		p->n = bench_layout("chunked", size, cm, p->chunk, MAX_CHUNKS);
+		CU_CHECK(B.cuMemAddressReserve(&p->base, size, 0, 0, 0));
+		raw_create(p, &s);
+		raw_map(p, &s);
+		printf("  %-10s", lay);
+		for (size_t gi = 0; gi < sizeof(gaps_ms) / sizeof(gaps_ms[0]);
+		     gi++) {
+			for (int c = 0; c < cycles; c++) {
+				CU_CHECK(B.cuMemsetD32(p->base, 0x600d600d,
+						       size / 4));
+				raw_pause(p, 1, &s);
+				if (gaps_ms[gi])
+					usleep(gaps_ms[gi] * 1000);
+				total[c] = raw_resume(p, &s);
+				create[c] = s.create;
+				char metric[48];
+				snprintf(metric, sizeof(metric),
+					 "clear_create_gap%u_ms", gaps_ms[gi]);
+				record(p, metric, c + 1, s.create);
+				snprintf(metric, sizeof(metric),
+					 "clear_resume_gap%u_ms", gaps_ms[gi]);
+				record(p, metric, c + 1, total[c]);
+			}
+			double med = bench_median(total, cycles);
+			qsort(create, (size_t)cycles, sizeof(double), bench_cmp);
+			printf(" | gap %3u: %.2f / %.2f / %.2f (%.2f)",
+			       gaps_ms[gi], create[0],
+			       bench_median(create, cycles),
+			       create[cycles - 1], med);
+			fflush(stdout);
+		}
+		printf("\n");
+		raw_pause(p, 1, &s);
+		CU_CHECK(B.cuMemAddressFree(p->base, size));
+		free(p);
+	}
+}
+
 /* ---- main ----------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -395,6 +465,7 @@ int main(int argc, char **argv)
 	int n_sizes = bench_parse_sizes("1,4,16,64,128", sizes);
 	const char *policies = "discard,host", *layout = "chunked", *csv = NULL;
 	uint64_t host_max = 16 * GiB, chunk_max = GiB, chunk_sweep = 0;
+	uint64_t clear_size = 0;
 	int cycles = 3, sweep = 0, gap = 1;
 	unsigned threads = 4;
 
@@ -431,6 +502,8 @@ int main(int argc, char **argv)
 			threads = (unsigned)atoi(v);
 		else if (strcmp(a, "--chunk-sweep") == 0)
 			chunk_sweep = bench_parse_size(v);
+		else if (strcmp(a, "--clear-sweep") == 0)
+			clear_size = bench_parse_size(v);
 		else if (strcmp(a, "--csv") == 0)
 			csv = v;
 		else
@@ -459,6 +532,15 @@ int main(int argc, char **argv)
 	       (double)bench_free() / GiB,
 	       (unsigned long long)(copy_piece / MiB), n_streams);
 
+	if (clear_size) {
+		if (clear_size + 3 * GiB > bench_free())
+			bench_die("--clear-sweep %s: the device has %.1f GiB free",
+				  bench_size_str(clear_size),
+				  (double)bench_free() / GiB);
+		clear_sweep(clear_size, cycles);
+		n_sizes = 0;
+		policies = "";
+	}
 	if (sweep)
 		copy_sweep(8 * GiB < bench_free() / 2 ?
 				   8 * GiB :

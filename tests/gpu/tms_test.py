@@ -330,6 +330,49 @@ assert int(model[0]) == 5 and int(optim[-1]) == 7  # TMS_INIT_ENABLE_CPU_BACKUP=
 """, TMS_INIT_ENABLE="1", TMS_INIT_ENABLE_CPU_BACKUP="1")
 
 
+def test_whole_process_pauses_to_its_context(torch, daemon):
+    # The issue's measure: a trainer under whole-process capture pauses to
+    # within its CUDA context of zero device memory, as NVML sees the
+    # device (the daemon's chunks included). A small model trains a step
+    # first, so that cuBLAS's workspace and the optimizer's state exist.
+    out = run(daemon, "preload", """
+import ctypes
+nv = ctypes.CDLL("libnvidia-ml.so.1")
+assert nv.nvmlInit_v2() == 0
+class Mem(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+h = ctypes.c_void_p()
+idx = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+assert nv.nvmlDeviceGetHandleByIndex_v2(int(idx) if idx.isdigit() else 0, ctypes.byref(h)) == 0
+def nvml_used():
+    torch.cuda.synchronize() if torch.cuda.is_initialized() else None
+    m = Mem(); assert nv.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m)) == 0
+    return m.used
+MiB = 1 << 20
+start = nvml_used()
+torch.cuda.init(); torch.cuda.synchronize()
+ctx = nvml_used()
+model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).cuda()
+opt = torch.optim.Adam(model.parameters())
+x = torch.randn(4096, 4096, device="cuda")
+loss = model(x).square().mean(); loss.backward(); opt.step()
+weights = torch.full((1 << 30,), 5, dtype=torch.uint8, device="cuda")
+full = nvml_used()
+reserved = torch.cuda.memory_reserved()
+tms.pause()
+paused = nvml_used()
+print(f"nvml MiB: before context {start // MiB}, context {ctx // MiB}, trained {full // MiB}, paused {paused // MiB}; torch reserved {reserved // MiB}")
+tms.resume()
+assert int(weights[0]) == 5 and int(weights[-1]) == 5
+assert full - ctx >= reserved * 0.95, (full, ctx, reserved)
+# Everything torch reserved went back; what remains above the context is
+# what the context grew by (cuBLAS's and the kernels' modules), not memory
+# the process allocated.
+assert paused - ctx <= 256 * MiB, (paused - ctx) // MiB
+""", TMS_INIT_ENABLE="1", TMS_INIT_ENABLE_CPU_BACKUP="1")
+    print(out.splitlines()[-2])
+
+
 def test_configure_subprocess_child_is_captured(torch, daemon):
     run(daemon, "torch", """
 import subprocess
