@@ -74,11 +74,14 @@ run vramd "$build/bench/gpu_vramd" --sizes "$sizes" --host-max "$host_max" \
 	--cycles "$cycles" --allocs --csv "$csv" || failed=1
 
 # Variants on a 64 GiB discard pool: the daemon closing chunks from one
-# thread (its default is several), and larger chunks.
+# thread (its default is several), and chunks of 1 GiB and 16 GiB instead
+# of the default one chunk per grow.
 VRAM_CUDA_RELEASE_THREADS=1 run vramd-rt1 "$build/bench/gpu_vramd" --sizes 64 \
 	--policies discard --cycles "$cycles" --label chunked-rt1 --csv "$csv" || failed=1
 run vramd-chunk16g "$build/bench/gpu_vramd" --sizes 64 --policies discard \
 	--cycles "$cycles" --chunk-max 16G --label chunk=16384M --csv "$csv" || failed=1
+run vramd-chunk1g "$build/bench/gpu_vramd" --sizes 64 --policies discard \
+	--cycles "$cycles" --chunk-max 1G --label chunk=1024M --csv "$csv" || failed=1
 
 # The control path (its own vramd on the host backend: no device involved).
 if [ -x "$build/bench/rpc" ]; then

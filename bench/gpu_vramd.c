@@ -17,7 +17,7 @@
  * proven by measurement. Exits 77 without a GPU.
  *
  * usage: gpu_vramd [--sizes 1,4,16,64,128] [--policies discard,host]
- *                  [--host-max 16] [--cycles 3] [--chunk-max 1G]
+ *                  [--host-max 16] [--cycles 3] [--chunk-max 256G]
  *                  [--allocs] [--label chunked] [--csv FILE]
  */
 #include "gpu_bench.h"
@@ -185,7 +185,7 @@ int main(int argc, char **argv)
 {
 	uint64_t sizes[BENCH_MAX_SIZES];
 	int n_sizes = bench_parse_sizes("1,4,16,64,128", sizes);
-	const char *policies = "discard,host", *csv = NULL, *chunk_max = "1G";
+	const char *policies = "discard,host", *csv = NULL, *chunk_max = "256G";
 	uint64_t host_max = 16 * GiB;
 	int cycles = 3, allocs = 0;
 	struct harness_daemon d;

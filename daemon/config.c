@@ -20,7 +20,9 @@ void config_defaults(struct config *cfg)
 	cfg->host_granularity = 2ull << 20;
 	cfg->log_level = LOG_INFO;
 	cfg->ack_timeout_ms = 10000;
-	cfg->chunk_max = 1ull << 30;
+	/* A grow is one chunk (docs/gpu.md, "Chunks sized to the work"): the
+	 * cap is past any device's memory. */
+	cfg->chunk_max = 256ull << 30;
 	/* 1024 clients of one uid, others, and root or the admin group. */
 	cfg->max_sessions = 2048;
 	cfg->max_pools = 1024;

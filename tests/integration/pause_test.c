@@ -277,3 +277,66 @@ TEST(growth_reaches_other_mappers)
 	vram_client_close(c);
 	integ_stop();
 }
+
+/* The chunks of pool name as the daemon lists them. */
+static uint32_t pause_test_chunks(vram_client *c, const char *name)
+{
+	struct vram_pool_info *infos = NULL;
+	size_t n = 0;
+	uint32_t chunks = UINT32_MAX;
+
+	ASSERT_OK(vram_list(c, NULL, sizeof(*infos), &infos, &n));
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(infos[i].name, name) == 0)
+			chunks = infos[i].chunks;
+	vram_pool_info_free(infos, n);
+	return chunks;
+}
+
+/* A discard pool with a range of 5 GiB. */
+static vram_pool *pause_test_big_pool(vram_client *c)
+{
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+	vram_pool *p = NULL;
+
+	o.name = "kv";
+	o.tag = "kv_cache";
+	o.policy = VRAM_POLICY_DISCARD;
+	o.reserve_bytes = 5ull << 30;
+	ASSERT_OK(vram_pool_create(c, &o, &p));
+	return p;
+}
+
+/* Chunks follow the allocations (docs/gpu.md, "Chunks sized to the
+ * work"): a grow is one chunk, a 2 GiB reserve is not 2 chunks of 1 GiB,
+ * and a resume makes the same layout again. chunk_max still splits. */
+TEST(a_grow_is_one_chunk_and_a_resume_keeps_the_layout)
+{
+	integ_start("5G");
+	vram_client *c = integ_connect("engine");
+	vram_pool *kv = pause_test_big_pool(c);
+	void *a;
+	ASSERT_OK(vram_pool_reserve(kv, 2048 * MiB));
+	ASSERT_EQ(pause_test_chunks(c, "kv"), 1);
+	/* 8 MiB past the reserve: one geometric step (1 GiB) more. */
+	ASSERT_OK(vram_alloc(kv, 2048 * MiB + 8 * MiB, &a));
+	ASSERT_EQ(pause_test_chunks(c, "kv"), 2);
+	struct vram_report rep = VRAM_REPORT_INIT;
+	struct vram_selector all = { .size = sizeof(all), .all = 1 };
+	ASSERT_OK(vram_pause(c, &all, 0, &rep));
+	ASSERT_OK(vram_resume(c, &all, 0, &rep));
+	ASSERT_EQ(pause_test_chunks(c, "kv"), 2);
+	ASSERT_UEQ(vram_pool_size(kv), 3072 * MiB);
+	vram_client_close(c);
+	integ_stop();
+
+	const char *const extra[] = { "--host-capacity", "5G", "--chunk-max",
+				      "512M", NULL };
+	integ_start_args(extra);
+	c = integ_connect("engine");
+	kv = pause_test_big_pool(c);
+	ASSERT_OK(vram_pool_reserve(kv, 2048 * MiB));
+	ASSERT_EQ(pause_test_chunks(c, "kv"), 4);
+	vram_client_close(c);
+	integ_stop();
+}
