@@ -54,8 +54,8 @@ struct steps {
 };
 
 static CUstream streams[COPY_MAX_STREAMS];
-static unsigned n_streams = 4;
-static uint64_t copy_piece = 64 * MiB;
+static unsigned n_streams = 2;
+static uint64_t copy_piece = 256 * MiB;
 
 /* ---- the VMM calls ----------------------------------------------------- */
 

@@ -511,6 +511,8 @@ int vram_pool_backup(vram_pool *p, void **host, uint64_t *len)
 		r = error_set(ENODEV, "pool %s has no backup mapped here",
 			      p->name);
 	} else {
+		/* Whoever reads the backup next must not race a punch. */
+		mapping_backup_wait(&p->map);
 		*host = p->map.backup;
 		*len = p->map.backup_len;
 	}
@@ -530,14 +532,13 @@ int vram_pool_backup_release(vram_pool *p)
 		r = error_set(ENODEV, "pool %s has no backup mapped here",
 			      p->name);
 	} else {
-		/* Pinned pages would outlive the hole: unpin first. The
-		 * mapping is shared, so MADV_REMOVE punches the memfd (or
-		 * the file) itself, for the daemon's accounting too. */
-		mapping_backup_unpin(&p->map);
-		if (madvise(p->map.backup, p->map.backup_len, MADV_REMOVE) < 0)
-			r = error_set(errno,
-				      "releasing the backup of pool %s: %s",
-				      p->name, strerror(errno));
+		/* This process's view goes at once; unpinning and punching
+		 * the memfd itself (for the daemon's accounting too) runs on
+		 * a thread that the next use of the backup waits for. */
+		r = mapping_backup_give_back(&p->map);
+		if (r < 0)
+			r = error_set(-r, "releasing the backup of pool %s: %s",
+				      p->name, strerror(-r));
 	}
 	registry_pool_leave(p);
 	return error_finish(eg, r);

@@ -160,11 +160,12 @@ static int events_resume(struct vram_pool *p,
 			mapping_unmap_all(&p->map);
 			goto out;
 		}
-		/* Restored: a backup to be released lets go of its pins
-		 * now, so that the daemon's release (once every mapper maps
-		 * the pool) frees its pages. */
+		/* Restored: a backup to be released leaves this process
+		 * now and its pins go on a thread (mapping_backup_give_back),
+		 * so that the ack is not held up and the daemon's release
+		 * (once every mapper maps the pool) frees its pages. */
 		if (p->flags & VRAM_POOL_RELEASE_BACKUP)
-			mapping_backup_unpin(&p->map);
+			mapping_backup_give_back(&p->map);
 	}
 	p->size = p->map.size;
 	p->state = VRAM_STATE_ACTIVE;

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "mapping.h"
+#include "populate.h"
 
 int mapping_descs_from_wire(Vram__Chunk *const *chunks, size_t n,
 			    const struct wire_frame *f,
@@ -91,6 +92,7 @@ static void mapping_register(struct mapping *m)
 {
 	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
 
+	mapping_backup_wait(m);
 	if (!m->backup || m->readonly || !m->backup_pin || end <= m->registered)
 		return;
 	if (m->n_regions == m->cap_regions) {
@@ -103,7 +105,14 @@ static void mapping_register(struct mapping *m)
 		m->cap_regions = cap;
 	}
 	uint64_t off = m->registered;
-	int r = m->vmm->ops->host_register(m->vmm, m->backup + off, end - off);
+	/* Pages given back since the last pin are allocated again from
+	 * several threads first; the pin would fault them in one by one. */
+	int r = populate_range(m->backup + off, end - off);
+	if (r < 0 && r != -EINVAL)
+		log_write(VRAM_LOG_DEBUG,
+			  "populating %llu bytes of backup failed (%d)",
+			  (unsigned long long)(end - off), r);
+	r = m->vmm->ops->host_register(m->vmm, m->backup + off, end - off);
 	if (r < 0) {
 		log_write(
 			VRAM_LOG_WARN,
@@ -307,6 +316,7 @@ static int mapping_copy(struct mapping *m, int to_host)
 	}
 	/* A backup that is not retained is pinned only now, so that its
 	 * pages can go back after the restore (mapping_backup_unpin). */
+	mapping_backup_wait(m);
 	mapping_register(m);
 	r = n ? m->vmm->ops->copy(m->vmm, m->dev, to_host, spans, n) : 0;
 	free(spans);
@@ -329,8 +339,87 @@ int mapping_restore(struct mapping *m)
 	return mapping_copy(m, 0);
 }
 
+/* What a give-back's thread works on: its own copy of the regions, so
+ * the mapping may be used (and waited on) from the caller's side. */
+struct mapping_giving {
+	struct vmm *vmm;
+	uint8_t *backup;
+	uint64_t len;
+	struct mapping_region *regions;
+	size_t n_regions;
+	int r;
+};
+
+static void *mapping_giving_run(void *arg)
+{
+	struct mapping_giving *g = arg;
+
+	for (size_t i = 0; i < g->n_regions; i++)
+		g->vmm->ops->host_unregister(g->vmm,
+					     g->backup + g->regions[i].offset,
+					     g->regions[i].len);
+	if (madvise(g->backup, g->len, MADV_REMOVE) < 0)
+		g->r = -errno;
+	return g;
+}
+
+int mapping_backup_give_back(struct mapping *m)
+{
+	struct mapping_giving *g;
+	int r;
+
+	r = mapping_backup_wait(m);
+	if (!m->backup)
+		return -ENODEV;
+	/* This process lets go of the pages now; they stay in the memfd
+	 * (pinned ones stay pinned) until the thread's punch. */
+	if (madvise(m->backup, m->backup_len, MADV_DONTNEED) < 0)
+		return -errno;
+	g = calloc(1, sizeof(*g));
+	if (g) {
+		g->vmm = m->vmm;
+		g->backup = m->backup;
+		g->len = m->backup_len;
+		g->regions = m->regions;
+		g->n_regions = m->n_regions;
+		m->regions = NULL;
+		m->n_regions = m->cap_regions = 0;
+		m->registered = 0;
+		if (pthread_create(&m->giver, NULL, mapping_giving_run, g) ==
+		    0) {
+			m->giving = true;
+			return 0;
+		}
+		/* No thread: do it here. */
+		mapping_giving_run(g);
+		r = g->r;
+		free(g->regions);
+		free(g);
+		return r;
+	}
+	mapping_backup_unpin(m);
+	return madvise(m->backup, m->backup_len, MADV_REMOVE) < 0 ? -errno : 0;
+}
+
+int mapping_backup_wait(struct mapping *m)
+{
+	void *res = NULL;
+	int r;
+
+	if (!m->giving)
+		return 0;
+	pthread_join(m->giver, &res);
+	m->giving = false;
+	struct mapping_giving *g = res;
+	r = g->r;
+	free(g->regions);
+	free(g);
+	return r;
+}
+
 void mapping_backup_unpin(struct mapping *m)
 {
+	mapping_backup_wait(m);
 	for (size_t i = 0; i < m->n_regions; i++)
 		m->vmm->ops->host_unregister(m->vmm,
 					     m->backup + m->regions[i].offset,
@@ -341,6 +430,7 @@ void mapping_backup_unpin(struct mapping *m)
 
 void mapping_backup_release(struct mapping *m)
 {
+	mapping_backup_wait(m);
 	mapping_backup_unpin(m);
 	free(m->regions);
 	m->regions = NULL;

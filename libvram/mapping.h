@@ -13,6 +13,8 @@
 #ifndef LIBVRAM_MAPPING_H
 #define LIBVRAM_MAPPING_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +57,10 @@ struct mapping {
 	 * registers it with the driver (around each copy, or for good with
 	 * retain); sync writes a saved backup through to its file. */
 	int backup_pin, backup_retain, backup_sync;
+	/* A release of the backup's pages under way on its own thread
+	 * (mapping_backup_give_back); every use of the backup waits for it. */
+	pthread_t giver;
+	bool giving;
 };
 
 /* Turns a message's chunk list into descs with fds from the frame f (the
@@ -106,6 +112,19 @@ int mapping_restore(struct mapping *m);
 /* Unregisters the backup (it stays mapped): after a restore of a backup
  * that is not retained, so that the daemon's release frees its pages. */
 void mapping_backup_unpin(struct mapping *m);
+
+/* Gives the backup's pages back to the OS without unmapping it: drops
+ * them from this process at once (its RSS falls before the call returns),
+ * and unpins and punches them (MADV_REMOVE: the memfd itself, so the
+ * daemon's accounting follows) on a thread of its own, because for GiBs
+ * that costs seconds (FACTS.md) and the caller's resume need not wait.
+ * Anything that uses the backup next (a save, a restore, a pin, an unmap)
+ * waits for that thread first, so a later save never loses pages to the
+ * punch. Returns 0, or -errno of the drop. */
+int mapping_backup_give_back(struct mapping *m);
+
+/* Waits for a give-back under way; returns its -errno, or 0. */
+int mapping_backup_wait(struct mapping *m);
 
 /* Unregisters and unmaps the backup. */
 void mapping_backup_release(struct mapping *m);

@@ -269,17 +269,22 @@ const char *vram_pool_name(vram_pool *p);
  * handle: the same address across every pause and resume) and *len its
  * length; the content at offset o is the pool's byte at base + o as the
  * last pause saved it, while the pool is paused, and after a resume only
- * with VRAM_POOL_RETAIN_BACKUP until vram_pool_backup_release(). Errors:
+ * with VRAM_POOL_RETAIN_BACKUP until vram_pool_backup_release() (this call
+ * waits for the pages that call gives back to be gone). Errors:
  * -ENODEV no backup here (discard policy, read-only), -EINVAL not an open
  * pool, or host or len NULL. */
 int vram_pool_backup(vram_pool *p, void **host, uint64_t *len);
 
-/* Gives the backup's pages back now (to the OS, or to the file system for
- * a disk backup), keeping its mapping and address: for a caller that
+/* Gives the backup's pages back (to the OS, or to the file system for a
+ * disk backup), keeping its mapping and address: for a caller that
  * decides at resume time whether a backup is kept (torch_memory_saver's
- * retain_cpu_backup). On a paused pool it drops the saved content: the
- * next resume brings back zeroed memory. Errors: -ENODEV no backup here,
- * -EINVAL not an open pool, -errno from the kernel. */
+ * retain_cpu_backup). This process lets go of them before the call
+ * returns (its RSS falls); unpinning and freeing them, which takes
+ * seconds for GiBs, runs on a libvram thread that the next use of the
+ * backup (a pause, a resume) waits for. On a paused pool it drops the
+ * saved content: the next resume brings back zeroed memory. Errors:
+ * -ENODEV no backup here, -EINVAL not an open pool, -errno from the
+ * kernel. */
 int vram_pool_backup_release(vram_pool *p);
 
 /* Grows the pool so that at least bytes are mapped. Errors: -ENOMEM the

@@ -8,8 +8,8 @@
 #include "env.h"
 #include "error.h"
 
-#define COPY_DEFAULT_STREAMS 4
-#define COPY_DEFAULT_PIECE (64ull << 20)
+#define COPY_DEFAULT_STREAMS 2
+#define COPY_DEFAULT_PIECE (256ull << 20)
 
 void vmm_copy_init(struct vmm_copy *c, const struct vmm_copy_ops *ops,
 		   void *drv, const char *streams_env, const char *piece_env)

@@ -29,8 +29,8 @@
  * without them capture_relax() is -ENOTSUP and stream_wait() waits always.
  *
  * Tuning (read when the first copy runs on a device):
- *   VRAM_CUDA_COPY_STREAMS   streams per device, 1-16 (default 4)
- *   VRAM_CUDA_COPY_PIECE_MB  largest single copy in MiB (default 64)
+ *   VRAM_CUDA_COPY_STREAMS   streams per device, 1-16 (default 2)
+ *   VRAM_CUDA_COPY_PIECE_MB  largest single copy in MiB (default 256)
  */
 #include <errno.h>
 #include <pthread.h>

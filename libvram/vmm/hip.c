@@ -47,8 +47,8 @@
  *
  * Settings (read once):
  *   VRAM_HIP_RERESERVE      auto (default), always, never
- *   VRAM_HIP_COPY_STREAMS   streams per device, 1-16 (default 4)
- *   VRAM_HIP_COPY_PIECE_MB  largest single copy in MiB (default 64)
+ *   VRAM_HIP_COPY_STREAMS   streams per device, 1-16 (default 2)
+ *   VRAM_HIP_COPY_PIECE_MB  largest single copy in MiB (default 256)
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -765,8 +765,11 @@ class Pool(_Handle):
         return host.value or 0, n.value
 
     def backup_release(self):
-        """Gives the backup's pages back now (keeping its address): on a
-        paused pool this drops the saved content."""
+        """Gives the backup's pages back (keeping its address): this
+        process lets go of them at once (its RSS falls), and a libvram
+        thread unpins and frees them, which the next use of the backup
+        (backup(), a pause, a resume) waits for. On a paused pool this
+        drops the saved content."""
         _check(_lib.lib.vram_pool_backup_release(self._handle()), f"vram_pool_backup_release {self.name}")
 
     @property

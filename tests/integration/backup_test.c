@@ -267,6 +267,18 @@ TEST(disk_policy_refused_without_backup_dir)
 	integ_stop();
 }
 
+/* This process's resident set, in bytes. */
+static uint64_t backup_test_rss(void)
+{
+	FILE *f = fopen("/proc/self/statm", "r");
+	unsigned long long size = 0, resident = 0;
+
+	ASSERT(f != NULL);
+	ASSERT_EQ(fscanf(f, "%llu %llu", &size, &resident), 2);
+	fclose(f);
+	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 TEST(backup_readable_and_released_by_the_client)
 {
 	integ_start("256M");
@@ -293,8 +305,13 @@ TEST(backup_readable_and_released_by_the_client)
 	ASSERT_OK(integ_check((char *)host + ((uintptr_t)a - vram_pool_base(w)),
 			      DATA, 21));
 	ASSERT(pool_backup(c, "w") >= DATA);
-	/* The client decides: its pages go, for the daemon's figures too. */
+	/* The client decides: its pages leave the process at once, and go
+	 * for the daemon's figures too once the punch on libvram's thread
+	 * is done (the next use of the backup waits for it). */
+	uint64_t rss0 = backup_test_rss();
 	ASSERT_OK(vram_pool_backup_release(w));
+	ASSERT(rss0 - backup_test_rss() >= DATA * 9 / 10);
+	ASSERT_OK(vram_pool_backup(w, &again, &len2));
 	ASSERT_UEQ(pool_backup(c, "w"), 0);
 	ASSERT_OK(integ_check(a, DATA, 21));
 	cycle(w, a, 21);

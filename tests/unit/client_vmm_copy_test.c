@@ -143,11 +143,11 @@ TEST(only_the_streams_used_are_synced)
 	char host[1];
 	struct vmm_span span = { 0x1000, host, 100 };
 
-	/* Default piece (64 MiB): one piece, one stream waited for. */
+	/* Default piece (256 MiB): one piece, one stream waited for. */
 	ASSERT_OK(vmm_copy_run(&c, 0, 1, &span, 1));
 	ASSERT_EQ(count(r, 'c'), 1);
 	ASSERT_EQ(count(r, 's'), 1);
-	span.len = 64 * MiB + 1;
+	span.len = 256 * MiB + 1;
 	r->n = 0;
 	ASSERT_OK(vmm_copy_run(&c, 0, 1, &span, 1));
 	ASSERT_EQ(count(r, 'c'), 2);
@@ -164,9 +164,9 @@ TEST(settings_out_of_range_take_the_defaults)
 	struct vmm_span span = { 0x1000, host, 10 };
 
 	ASSERT_OK(vmm_copy_run(&c, 0, 1, &span, 1));
-	ASSERT_EQ(c.streams, 4);
-	ASSERT_UEQ(c.piece, 64 * MiB);
-	ASSERT_EQ(r->streams_made, 4);
+	ASSERT_EQ(c.streams, 2);
+	ASSERT_UEQ(c.piece, 256 * MiB);
+	ASSERT_EQ(r->streams_made, 2);
 	vmm_copy_fini(&c);
 	free(r);
 }
