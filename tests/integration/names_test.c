@@ -121,6 +121,14 @@ static int names_b_view(void)
 	snprintf(other, sizeof(other), "%u:x", UID_B);
 	if (names_create(c, other, &q) != -EINVAL)
 		return 20;
+	/* A uid past 32 bits is no one's. */
+	if (names_create(c, "99999999999:kv", &q) != -EINVAL ||
+	    vram_pool_open(c, "99999999999:kv", 0, &q) != -ENOENT)
+		return 21;
+	/* Its own address is its own pool. */
+	snprintf(other, sizeof(other), "%u:kv", UID_B);
+	if (names_count(c, other, &uid) != 1 || uid != UID_B)
+		return 22;
 	vram_pool_close(p);
 	vram_client_close(c);
 	return 0;
