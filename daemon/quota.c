@@ -288,7 +288,8 @@ static void quota_line_limits(const struct quota_set *q, struct quota_line *l)
 	l->host_limit = r && !l->exempt ? r->host_bytes : QUOTA_UNLIMITED;
 }
 
-/* The caller's own line first, then uids, then groups, each by id. */
+/* Uids before groups, each by id (the caller's own line is kept out of
+ * the sort, first). */
 static int quota_line_order(const void *a, const void *b)
 {
 	const struct quota_line *x = a, *y = b;
