@@ -21,7 +21,7 @@
 /* One pool's part, copied from the first transition (which is freed once
  * it has called back) and updated by the rollback. */
 struct gang_item {
-	char name[POOL_NAME_MAX];
+	char name[TRANSITION_NAME_MAX];
 	int err; /* positive errno */
 	char message[384];
 	uint64_t bytes;

@@ -149,3 +149,45 @@ void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers)
 	free(info->mappers);
 	free(mappers);
 }
+
+int quota_usages_fill(const struct quota_line *lines, unsigned n,
+		      unsigned n_devices, Vram__QuotaUsage **msgs,
+		      Vram__QuotaUsage ***ptrs)
+{
+	Vram__QuotaUsage *m = calloc(n + 1, sizeof(*m));
+	Vram__QuotaUsage **p = calloc(n + 1, sizeof(*p));
+
+	*msgs = m;
+	*ptrs = p;
+	if (!m || !p) {
+		quota_usages_free(m, p);
+		return -ENOMEM;
+	}
+	if (n_devices > BACKEND_MAX_DEVICES)
+		n_devices = BACKEND_MAX_DEVICES;
+	for (unsigned i = 0; i < n; i++) {
+		const struct quota_line *l = &lines[i];
+		vram__quota_usage__init(&m[i]);
+		m[i].group = l->group;
+		m[i].id = l->id;
+		m[i].from_default = l->from_default;
+		m[i].exempt = l->exempt;
+		m[i].pools_limit = l->pools_limit;
+		m[i].device_limit = l->device_limit;
+		m[i].host_limit = l->host_limit;
+		m[i].pools = l->pools;
+		m[i].host_bytes = l->host_bytes;
+		/* The figures point into lines, valid while the reply is
+		 * built (quota_line's array is the caller's). */
+		m[i].n_device_bytes = n_devices;
+		m[i].device_bytes = (uint64_t *)l->device_bytes;
+		p[i] = &m[i];
+	}
+	return 0;
+}
+
+void quota_usages_free(Vram__QuotaUsage *msgs, Vram__QuotaUsage **ptrs)
+{
+	free(msgs);
+	free(ptrs);
+}

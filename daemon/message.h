@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "pool.h"
+#include "quota.h"
 #include "vram.pb-c.h"
 
 /* Chunks of a pool as messages, with their fds in the same order
@@ -40,5 +41,13 @@ Vram__Policy policy_to_wire(enum pool_policy p);
 int pool_info_fill(struct pool *p, Vram__PoolInfo *info,
 		   Vram__Mapper **mappers_out);
 void pool_info_clear(Vram__PoolInfo *info, Vram__Mapper *mappers);
+
+/* A status reply's quota lines (quota_report) as messages: *msgs and
+ * *ptrs (n entries, each with n_devices device figures), freed with
+ * quota_usages_free. 0 or -ENOMEM. */
+int quota_usages_fill(const struct quota_line *lines, unsigned n,
+		      unsigned n_devices, Vram__QuotaUsage **msgs,
+		      Vram__QuotaUsage ***ptrs);
+void quota_usages_free(Vram__QuotaUsage *msgs, Vram__QuotaUsage **ptrs);
 
 #endif

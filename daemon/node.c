@@ -33,12 +33,74 @@ struct pool *node_pool_by_id(struct node *n, uint64_t id)
 	return NULL;
 }
 
-struct pool *node_pool_by_name(struct node *n, const char *name)
+/* The uid whose namespace a pool is in: its owner's, as it was when the
+ * pool was made (an owner taking over is of the same uid, request.c). */
+static uint32_t node_pool_uid(const struct pool *p)
+{
+	return p->owner_id.uid;
+}
+
+struct pool *node_pool_by_name(struct node *n, uint32_t uid, const char *name)
 {
 	for (unsigned i = 0; i < n->n_pools; i++)
-		if (strcmp(n->pools[i]->name, name) == 0)
+		if (node_pool_uid(n->pools[i]) == uid &&
+		    strcmp(n->pools[i]->name, name) == 0)
 			return n->pools[i];
 	return NULL;
+}
+
+/* The length of text's leading run of decimal digits. */
+static size_t node_digits(const char *text)
+{
+	size_t k = 0;
+	while (text[k] >= '0' && text[k] <= '9')
+		k++;
+	return k;
+}
+
+bool node_name_qualified(const char *text)
+{
+	size_t k = node_digits(text);
+	return k > 0 && text[k] == ':';
+}
+
+bool node_name_parse(const char *text, uint32_t default_uid, uint32_t *uid,
+		     const char **bare)
+{
+	size_t k = node_digits(text);
+	uint64_t v = 0;
+
+	*uid = default_uid;
+	*bare = text;
+	if (k == 0 || text[k] != ':')
+		return true;
+	for (size_t i = 0; i < k; i++) {
+		v = v * 10 + (uint64_t)(text[i] - '0');
+		if (v > UINT32_MAX)
+			return false;
+	}
+	*uid = (uint32_t)v;
+	*bare = text + k + 1;
+	return true;
+}
+
+/* Is p in sc's view? */
+static bool node_in_scope(const struct node_scope *sc, const struct pool *p)
+{
+	return sc->all || node_pool_uid(p) == sc->uid;
+}
+
+struct pool *node_pool_find(struct node *n, const struct node_scope *sc,
+			    const char *text)
+{
+	uint32_t uid;
+	const char *bare;
+	struct pool *p;
+
+	if (!text || !node_name_parse(text, sc->uid, &uid, &bare))
+		return NULL;
+	p = node_pool_by_name(n, uid, bare);
+	return p && node_in_scope(sc, p) ? p : NULL;
 }
 
 int node_pool_add(struct node *n, struct pool *p)
@@ -82,13 +144,19 @@ static bool field_set(const char *s)
 }
 
 /* Does sel pick p? Every field set must match; with none set, mode says. */
-static bool node_selects(const struct node_selector *sel,
+static bool node_selects(const struct node_scope *sc,
+			 const struct node_selector *sel,
 			 enum node_select_mode mode, const struct pool *p)
 {
 	bool any = false;
 
+	if (!node_in_scope(sc, p))
+		return false;
 	if (field_set(sel->name)) {
-		if (strcmp(sel->name, p->name) != 0)
+		uint32_t uid;
+		const char *bare;
+		if (!node_name_parse(sel->name, sc->uid, &uid, &bare) ||
+		    uid != node_pool_uid(p) || strcmp(bare, p->name) != 0)
 			return false;
 		any = true;
 	}
@@ -126,8 +194,9 @@ static bool node_selects(const struct node_selector *sel,
 	return any || sel->all || mode == NODE_SELECT_LIST;
 }
 
-int node_select(struct node *n, const struct node_selector *sel,
-		enum node_select_mode mode, struct pool ***out)
+int node_select(struct node *n, const struct node_scope *sc,
+		const struct node_selector *sel, enum node_select_mode mode,
+		struct pool ***out)
 {
 	struct pool **a = calloc(n->n_pools + 1, sizeof(*a));
 	unsigned k = 0;
@@ -135,7 +204,7 @@ int node_select(struct node *n, const struct node_selector *sel,
 	if (!a)
 		return -ENOMEM;
 	for (unsigned i = 0; i < n->n_pools; i++)
-		if (node_selects(sel, mode, n->pools[i]))
+		if (node_selects(sc, sel, mode, n->pools[i]))
 			a[k++] = n->pools[i];
 	*out = a;
 	return (int)k;

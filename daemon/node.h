@@ -28,9 +28,18 @@ struct node {
 	struct metrics *metrics; /* counts transitions; set by the server */
 };
 
+/* Whose pools a caller sees. Pool names are scoped by the owner's uid:
+ * uid A's "kv" and uid B's "kv" are two pools. A caller sees the pools of
+ * its own uid; an admin (root or admin_group) sees every uid's. */
+struct node_scope {
+	uint32_t uid; /* the caller's: a plain name means this uid's pool */
+	bool all;     /* an admin: every uid's pools are in view */
+};
+
 /* Which pools a request names: each field set narrows the choice. */
 struct node_selector {
-	const char *name;   /* NULL or "": any */
+	const char *name;   /* NULL or "": any; a plain name is the
+			     * caller's uid's pool, "UID:NAME" that uid's */
 	const char *tag;    /* NULL or "": any */
 	uint32_t owner_pid; /* 0: any */
 	const char *owner;  /* NULL or "": any; "/...": a cgroup, else an
@@ -51,17 +60,34 @@ void node_init(struct node *n, uv_loop_t *loop, struct backend *b);
 void node_fini(struct node *n);
 
 struct pool *node_pool_by_id(struct node *n, uint64_t id);
-struct pool *node_pool_by_name(struct node *n, const char *name);
+/* The pool of uid named name (a bare name), or NULL. */
+struct pool *node_pool_by_name(struct node *n, uint32_t uid, const char *name);
+
+/* A name as a request gives it: "NAME" (the caller's uid) or "UID:NAME"
+ * (that uid's; UID in decimal). Sets *uid (default_uid for a plain name)
+ * and *bare, which points into text. Returns false for "UID:" with a uid
+ * that is not one (too large). */
+bool node_name_parse(const char *text, uint32_t default_uid, uint32_t *uid,
+		     const char **bare);
+/* Whether a name has the "UID:NAME" form, which pool_create refuses so
+ * that an address can never be taken for a name. */
+bool node_name_qualified(const char *text);
+/* The pool a request's name (plain or "UID:NAME") means to a caller of
+ * scope sc, or NULL: none, or another uid's out of the caller's view. */
+struct pool *node_pool_find(struct node *n, const struct node_scope *sc,
+			    const char *text);
 /* Adds p at the end of the table. 0 or -ENOMEM. */
 int node_pool_add(struct node *n, struct pool *p);
 /* Tells every mapper but except that p is gone, fails the request acting
  * on it (ENOENT), and removes and destroys it. */
 void node_pool_drop(struct node *n, struct pool *p, struct session *except);
 
-/* The pools sel picks, in creation order: *out (free() it, also when
- * empty) and their count, or -ENOMEM. */
-int node_select(struct node *n, const struct node_selector *sel,
-		enum node_select_mode mode, struct pool ***out);
+/* The pools sel picks among those in sc's view (a non-admin's: its own
+ * uid's, whatever the tag, job or owner asked), in creation order: *out
+ * (free() it, also when empty) and their count, or -ENOMEM. */
+int node_select(struct node *n, const struct node_scope *sc,
+		const struct node_selector *sel, enum node_select_mode mode,
+		struct pool ***out);
 
 /* May who pause, resume, open or drop p? Its owner's uid or root. */
 bool node_allowed(const struct identity *who, const struct pool *p);

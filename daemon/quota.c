@@ -240,3 +240,115 @@ int quota_check(const struct quota_set *q, const struct node *n,
 		return -EDQUOT;
 	return 0;
 }
+
+/* The report's lines as they are gathered: find or add. */
+struct quota_lines {
+	struct quota_line *a;
+	unsigned n, cap;
+};
+
+static struct quota_line *quota_line_get(struct quota_lines *ls, bool group,
+					 uint32_t id)
+{
+	for (unsigned i = 0; i < ls->n; i++)
+		if (ls->a[i].group == group && ls->a[i].id == id)
+			return &ls->a[i];
+	if (ls->n == ls->cap) {
+		unsigned cap = ls->cap ? 2 * ls->cap : 8;
+		struct quota_line *a = realloc(ls->a, cap * sizeof(*a));
+		if (!a)
+			return NULL;
+		ls->a = a;
+		ls->cap = cap;
+	}
+	struct quota_line *l = &ls->a[ls->n++];
+	memset(l, 0, sizeof(*l));
+	l->group = group;
+	l->id = id;
+	return l;
+}
+
+/* A line's limits: those quota_check holds the uid or group to. */
+static void quota_line_limits(const struct quota_set *q, struct quota_line *l)
+{
+	const struct quota_rule *r;
+
+	if (l->group) {
+		r = quota_for_gid(q, l->id);
+	} else {
+		r = quota_find(q, QUOTA_UID, l->id);
+		if (!r) {
+			r = quota_find(q, QUOTA_DEFAULT, 0);
+			l->from_default = r != NULL;
+		}
+		l->exempt = l->id == 0;
+	}
+	l->pools_limit = r && !l->exempt ? r->pools : QUOTA_UNLIMITED;
+	l->device_limit = r && !l->exempt ? r->device_bytes : QUOTA_UNLIMITED;
+	l->host_limit = r && !l->exempt ? r->host_bytes : QUOTA_UNLIMITED;
+}
+
+/* Uids before groups, each by id (the caller's own line is kept out of
+ * the sort, first). */
+static int quota_line_order(const void *a, const void *b)
+{
+	const struct quota_line *x = a, *y = b;
+	if (x->group != y->group)
+		return x->group ? 1 : -1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int quota_report(const struct quota_set *q, const struct node *n,
+		 const struct identity *who, bool admin,
+		 struct quota_line **out)
+{
+	struct quota_lines ls = { 0 };
+	bool ok = quota_line_get(&ls, false, who->uid) != NULL;
+
+	*out = NULL;
+	if (ok && quota_for_gid(q, who->gid))
+		ok = quota_line_get(&ls, true, who->gid) != NULL;
+	for (unsigned i = 0; admin && ok && i < q->n; i++)
+		if (q->rules[i].subject != QUOTA_DEFAULT)
+			ok = quota_line_get(&ls, q->rules[i].subject == QUOTA_GID,
+					    q->rules[i].id) != NULL;
+	for (unsigned i = 0; ok && i < n->n_pools; i++) {
+		const struct pool *p = n->pools[i];
+		const struct quota_line *l;
+		int at[2] = { -1, -1 };
+		/* A non-admin's report counts only the lines it has; an
+		 * admin's gets a line for every owner and group. Indices,
+		 * not pointers: quota_line_get may move the array. */
+		if (admin) {
+			ok = (l = quota_line_get(&ls, false, p->owner_id.uid));
+			at[0] = ok ? (int)(l - ls.a) : -1;
+			ok = ok && (l = quota_line_get(&ls, true, p->owner_id.gid));
+			at[1] = ok ? (int)(l - ls.a) : -1;
+		}
+		for (unsigned k = 0; !admin && k < ls.n; k++)
+			if (ls.a[k].id == (ls.a[k].group ? p->owner_id.gid :
+							   p->owner_id.uid))
+				at[ls.a[k].group] = (int)k;
+		for (int k = 0; ok && k < 2; k++) {
+			if (at[k] < 0)
+				continue;
+			struct quota_line *u = &ls.a[at[k]];
+			u->pools++;
+			if (p->device < BACKEND_MAX_DEVICES)
+				u->device_bytes[p->device] += p->bytes;
+			if (p->policy == POOL_HOST)
+				u->host_bytes += p->bytes;
+		}
+	}
+	if (!ok) {
+		free(ls.a);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < ls.n; i++)
+		quota_line_limits(q, &ls.a[i]);
+	/* The caller's own line stays first. */
+	if (ls.n > 2)
+		qsort(ls.a + 1, ls.n - 1, sizeof(*ls.a), quota_line_order);
+	*out = ls.a;
+	return (int)ls.n;
+}

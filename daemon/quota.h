@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
+
 #define QUOTA_MAX_RULES 64
 #define QUOTA_UNLIMITED UINT64_MAX
 
@@ -63,5 +65,27 @@ int quota_check(const struct quota_set *q, const struct node *n,
 		const struct identity *who, unsigned device,
 		uint64_t more_pools, uint64_t more_bytes, bool host_backup,
 		char *why, size_t len);
+
+/* One line of a status report: a uid's or a group's limits (those that
+ * quota_check holds it to) and what its pools hold now. */
+struct quota_line {
+	bool group;	   /* a gid's (pools whose owner has it as primary
+			    * group); else a uid's */
+	uint32_t id;	   /* the uid or gid */
+	bool from_default; /* a uid without its own rule: the default's */
+	bool exempt;	   /* root: not held to quotas */
+	uint64_t pools_limit, device_limit, host_limit; /* QUOTA_UNLIMITED */
+	uint64_t pools, host_bytes;
+	uint64_t device_bytes[BACKEND_MAX_DEVICES]; /* by device index */
+};
+
+/* What `vramctl status` shows of quotas to who: its own uid's line and,
+ * when a rule names its group, its group's; to an admin (root or the
+ * admin group), the caller's own line, then every uid and every group
+ * that has a rule or pools, by id. *out (free() it) and the count, or
+ * -ENOMEM. */
+int quota_report(const struct quota_set *q, const struct node *n,
+		 const struct identity *who, bool admin,
+		 struct quota_line **out);
 
 #endif

@@ -172,7 +172,7 @@ static int recover_pool(struct recover *rc, struct node *n,
 		return 0;
 	}
 	if (tp->device >= b->n_devices || node_pool_by_id(n, tp->id) ||
-	    node_pool_by_name(n, tp->name)) {
+	    node_pool_by_name(n, tp->owner.uid, tp->name)) {
 		log_err("pool %s: device %u or its name or id is not usable "
 			"here; the pool is not rebuilt",
 			tp->name, tp->device);

@@ -32,6 +32,15 @@ static bool name_ok(const char *s, size_t max)
 	return limit_name_ok(s, max);
 }
 
+/* The caller's view of the pool table (node.h): its uid's pools, or
+ * every uid's for root and the admin group. */
+static struct node_scope scope_of(const struct session *s)
+{
+	struct node_scope sc = { .uid = s->who.uid,
+				 .all = s->who.uid == 0 || s->acct.privileged };
+	return sc;
+}
+
 static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 			 const Vram__Hello *h)
 {
@@ -141,6 +150,12 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 				    POOL_NAME_MAX - 1);
 		return;
 	}
+	if (node_name_qualified(c->name)) {
+		session_reply_error(s, id, EINVAL,
+				    "pool name %s has the form UID:NAME, which "
+				    "addresses another uid's pool", c->name);
+		return;
+	}
 	const char *tag = c->tag && c->tag[0] ? c->tag : "default";
 	if (!name_ok(tag, POOL_TAG_MAX)) {
 		session_reply_error(s, id, EINVAL,
@@ -169,8 +184,9 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 				    c->flags & ~POOL_FLAGS_ALL);
 		return;
 	}
-	if (node_pool_by_name(&srv->node, c->name)) {
-		session_reply_error(s, id, EEXIST, "a pool named %s exists", c->name);
+	if (node_pool_by_name(&srv->node, s->who.uid, c->name)) {
+		session_reply_error(s, id, EEXIST, "uid %u has a pool named %s",
+				    s->who.uid, c->name);
 		return;
 	}
 	char why[200];
@@ -230,7 +246,8 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 static void handle_open(struct server *srv, struct session *s, uint64_t id,
 			const Vram__PoolOpen *o)
 {
-	struct pool *p = o->name ? node_pool_by_name(&srv->node, o->name) : NULL;
+	struct node_scope sc = scope_of(s);
+	struct pool *p = node_pool_find(&srv->node, &sc, o->name);
 	bool ro = o->access == VRAM__ACCESS__ACCESS_RO;
 	int r;
 
@@ -257,7 +274,9 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id,
 	}
 	/* A pool rebuilt after a restart waits for its owner's pid
 	 * (recover.h) until the grace period ends; an orphan has none. */
-	if (!p->owner && !ro &&
+	/* Only the pool's own uid takes it over: its uid is the scope of
+	 * its name (node.h) and what its quota counts against. */
+	if (!p->owner && !ro && s->who.uid == p->owner_id.uid &&
 	    (p->owner_id.pid == 0 || p->owner_id.pid == s->who.pid)) {
 		log_info("pool %s: pid %u takes over ownership", p->name, s->who.pid);
 		pool_set_owner(p, s, &s->who);
@@ -385,7 +404,8 @@ static void handle_close(struct server *srv, struct session *s, uint64_t id,
 static void handle_drop(struct server *srv, struct session *s, uint64_t id,
 			const Vram__PoolDrop *d)
 {
-	struct pool *p = d->name ? node_pool_by_name(&srv->node, d->name) : NULL;
+	struct node_scope sc = scope_of(s);
+	struct pool *p = node_pool_find(&srv->node, &sc, d->name);
 
 	if (!p) {
 		session_reply_error(s, id, ENOENT, "no pool named %s", d->name ? d->name : "");
@@ -438,8 +458,9 @@ static void handle_list(struct server *srv, struct session *s, uint64_t id,
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__ListReply lr = VRAM__LIST_REPLY__INIT;
 	struct node_selector sel = selector_from_wire(l->selector);
+	struct node_scope sc = scope_of(s);
 	struct pool **pools = NULL;
-	int n = node_select(&srv->node, &sel, NODE_SELECT_LIST, &pools);
+	int n = node_select(&srv->node, &sc, &sel, NODE_SELECT_LIST, &pools);
 	unsigned k = 0, first = 0;
 	size_t bytes = 0;
 	Vram__PoolInfo *infos = NULL, **ptrs = NULL;
@@ -522,10 +543,26 @@ static void handle_stats(struct server *srv, struct session *s, uint64_t id)
 	st.uptime_ms = (uint64_t)clock_now_ms() - srv->start_ms;
 	st.devices = devp;
 	st.daemon_version = VRAMD_VERSION;
+	/* The caller's quotas and usage (an admin's: everyone's). */
+	struct node_scope sc = scope_of(s);
+	struct quota_line *lines = NULL;
+	Vram__QuotaUsage *qm = NULL, **qp = NULL;
+	int nq = quota_report(&srv->cfg.quotas, &srv->node, &s->who, sc.all,
+			      &lines);
+	if (nq < 0 || quota_usages_fill(lines, (unsigned)nq, b->n_devices,
+					&qm, &qp) < 0) {
+		free(lines);
+		session_reply_error(s, id, ENOMEM, "out of memory");
+		return;
+	}
+	st.n_quotas = (size_t)nq;
+	st.quotas = qp;
 	resp.id = id;
 	resp.body_case = VRAM__RESPONSE__BODY_STATS;
 	resp.stats = &st;
 	session_reply(s, &resp, NULL, 0);
+	quota_usages_free(qm, qp);
+	free(lines);
 }
 
 /* A pause (resume false) or resume of the pools msg selects. */
@@ -534,8 +571,9 @@ static void handle_transition(struct server *srv, struct session *s,
 			      const Vram__Transition *msg)
 {
 	struct node_selector sel = selector_from_wire(msg->selector);
+	struct node_scope sc = scope_of(s);
 	struct pool **pools = NULL;
-	int n = node_select(&srv->node, &sel, NODE_SELECT_ACT, &pools);
+	int n = node_select(&srv->node, &sc, &sel, NODE_SELECT_ACT, &pools);
 	bool *allowed = n < 0 ? NULL : calloc((size_t)n + 1, sizeof(*allowed));
 
 	if (n < 0 || !allowed) {

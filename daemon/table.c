@@ -101,10 +101,10 @@ void table_put_pool(struct table_buf *b, const struct pool *p,
 	put_u32(&f, TABLE_STATE, p->state);
 	put_u64(&f, TABLE_BYTES, p->bytes);
 	put_u64(&f, TABLE_BACKUP, p->backup_valid ? p->bytes : 0);
-	if (p->owner_id.pid) {
-		put_identity(id, &p->owner_id);
-		table_put_field(&f, TABLE_OWNER, 0, id, IDENTITY_LEN);
-	}
+	/* An orphan's too (pid 0): its uid scopes its name and its rights
+	 * (an older table without it gives the pool to uid 0). */
+	put_identity(id, &p->owner_id);
+	table_put_field(&f, TABLE_OWNER, 0, id, IDENTITY_LEN);
 	put_u64(&f, TABLE_OWNER_SID, owner_sid);
 	for (unsigned i = 0; i < p->n_chunks; i++) {
 		unsigned char c[17];

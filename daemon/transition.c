@@ -471,8 +471,14 @@ int transition_run(struct node *node, struct session *requester,
 				 pools[i]->owner_id.instance);
 		}
 		t->items[i].t_begin = t->t_start;
-		snprintf(t->items[i].name, sizeof(t->items[i].name), "%s",
-			 pools[i]->name);
+		/* Another uid's pool is named as an admin addresses it. */
+		if (requester && requester->who.uid != pools[i]->owner_id.uid)
+			snprintf(t->items[i].name, sizeof(t->items[i].name),
+				 "%u:%s", pools[i]->owner_id.uid,
+				 pools[i]->name);
+		else
+			snprintf(t->items[i].name, sizeof(t->items[i].name),
+				 "%s", pools[i]->name);
 	}
 	t->n_items = n;
 	t->outstanding = n;

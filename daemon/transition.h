@@ -18,13 +18,17 @@ struct node;
 struct session;
 struct transition;
 
+/* A pool's name as a result gives it: "UID:NAME" (11 more bytes at
+ * most) when the pool is of another uid than the requester's. */
+#define TRANSITION_NAME_MAX (POOL_NAME_MAX + 11)
+
 typedef void transition_done_fn(struct transition *t, void *arg);
 
 /* One pool's part in a request. */
 struct transition_item {
 	struct transition *t;
 	struct pool *pool; /* NULL once done or dropped */
-	char name[POOL_NAME_MAX];
+	char name[TRANSITION_NAME_MAX]; /* "UID:NAME" for another uid's */
 	int err;           /* positive errno */
 	char message[256];
 	uint64_t bytes;

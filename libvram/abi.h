@@ -24,6 +24,7 @@
 #define ABI_MIN_STATS ABI_END(struct vram_stats, devices)
 #define ABI_MIN_POOL_INFO ABI_END(struct vram_pool_info, mappers)
 #define ABI_MIN_PROCESS_USAGE ABI_END(struct vram_process_usage, name)
+#define ABI_MIN_QUOTA ABI_END(struct vram_quota, device_bytes)
 
 /* Checks a struct's size as the caller set it: 0 if it is at least min,
  * else -EINVAL with a message naming the struct (what) and its INIT

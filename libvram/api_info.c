@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Inspection: list, stats and audit. */
+/* Inspection: list, stats, quotas and audit. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,6 +311,82 @@ int vram_audit(vram_client *c, size_t entry_size,
 	*n = k;
 	if (driver_info)
 		*driver_info = a->driver_info;
+out:
+	call_release(&call);
+	registry_client_leave(c);
+	return error_finish(eg, r);
+}
+
+/* The quota entries of a stats reply, in the caller's layout. */
+static int quotas_convert(const Vram__StatsReply *s, size_t entry_size,
+			  struct vram_quota **out, size_t *n)
+{
+	char *a = calloc(s->n_quotas + 1, entry_size);
+	size_t k = 0;
+
+	if (!a)
+		return error_set(ENOMEM, "out of memory");
+	for (size_t i = 0; i < s->n_quotas; i++) {
+		const Vram__QuotaUsage *q = s->quotas[i];
+		struct vram_quota e = { 0 };
+		if (!q)
+			continue;
+		e.size = (uint32_t)entry_size;
+		e.group = q->group;
+		e.id = q->id;
+		e.from_default = q->from_default;
+		e.exempt = q->exempt;
+		e.pools_limit = q->pools_limit;
+		e.device_limit = q->device_limit;
+		e.host_limit = q->host_limit;
+		e.pools = q->pools;
+		e.host_bytes = q->host_bytes;
+		for (size_t d = 0;
+		     d < q->n_device_bytes && d < VRAM_MAX_DEVICES; d++)
+			e.device_bytes[e.n_devices++] = q->device_bytes[d];
+		memcpy(entry_at(a, entry_size, k++), &e,
+		       entry_size < sizeof(e) ? entry_size : sizeof(e));
+	}
+	*out = (struct vram_quota *)a;
+	*n = k;
+	return 0;
+}
+
+int vram_quotas(vram_client *c, size_t entry_size, struct vram_quota **out,
+		size_t *n)
+{
+	unsigned eg = error_generation();
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__Stats st = VRAM__STATS__INIT;
+	struct call call = { 0 };
+	int r;
+
+	if (!out || !n)
+		return error_finish(
+			eg, error_set(EINVAL,
+				      "vram_quotas: out and n are required"));
+	*out = NULL;
+	*n = 0;
+	r = abi_check_entry(entry_size, ABI_MIN_QUOTA,
+			    _Alignof(struct vram_quota), "vram_quota");
+	if (r < 0)
+		return error_finish(eg, r);
+	r = registry_client_enter(c);
+	if (r < 0)
+		return error_finish(eg, r);
+	/* The quotas come with the daemon's stats (StatsReply.quotas). */
+	req.body_case = VRAM__REQUEST__BODY_STATS;
+	req.stats = &st;
+	r = call_run(c, &req, &call, -1);
+	if (r < 0)
+		goto out;
+	const Vram__Response *resp = call.msg->response;
+	if (resp->body_case != VRAM__RESPONSE__BODY_STATS || !resp->stats) {
+		r = error_set(EPROTO,
+			      "vramd answered stats with something else");
+		goto out;
+	}
+	r = quotas_convert(resp->stats, entry_size, out, n);
 out:
 	call_release(&call);
 	registry_client_leave(c);

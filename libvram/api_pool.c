@@ -200,7 +200,7 @@ int vram_pool_open(vram_client *c, const char *name, unsigned flags,
 		return error_finish(
 			eg,
 			error_set(EINVAL, "vram_pool_open: out is required"));
-	if ((r = check_name("pool name", name, NAME_MAX_LEN, true)) < 0)
+	if ((r = check_name("pool name", name, ADDRESS_MAX_LEN, true)) < 0)
 		return error_finish(eg, r);
 	if (flags & ~VRAM_OPEN_READONLY)
 		return error_finish(eg,
@@ -286,7 +286,7 @@ int vram_pool_drop(vram_client *c, const char *name)
 	struct call call = { 0 };
 	int r;
 
-	if ((r = check_name("pool name", name, NAME_MAX_LEN, true)) < 0)
+	if ((r = check_name("pool name", name, ADDRESS_MAX_LEN, true)) < 0)
 		return error_finish(eg, r);
 	r = registry_client_enter(c);
 	if (r < 0)

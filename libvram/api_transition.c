@@ -131,7 +131,7 @@ static int selector_read(struct vram_selector *sel,
 	r = abi_read(sel, sizeof(*sel), in, ABI_MIN_SELECTOR, "vram_selector");
 	if (r < 0)
 		return r;
-	if (sel->name && strlen(sel->name) > NAME_MAX_LEN)
+	if (sel->name && strlen(sel->name) > ADDRESS_MAX_LEN)
 		return error_set(EINVAL, "selector name is too long");
 	if (sel->tag && strlen(sel->tag) > TAG_MAX_LEN)
 		return error_set(EINVAL, "selector tag is too long");

@@ -22,6 +22,9 @@
 #include "wire.h"
 
 #define NAME_MAX_LEN 127 /* pool and client names, as the daemon limits them */
+/* A pool as a request may name it: NAME, or "UID:NAME" for another uid's
+ * pool (an admin's; the daemon scopes names per uid). */
+#define ADDRESS_MAX_LEN (NAME_MAX_LEN + 11)
 #define TAG_MAX_LEN 63
 #define CONNECT_TIMEOUT_MS 10000 /* for the hello reply */
 

@@ -142,7 +142,14 @@ int pool_complete(struct vram_client *c, struct call *call,
 	const Vram__PoolInfo *info = pr->info;
 
 	p->id = info->id;
-	snprintf(p->name, sizeof(p->name), "%s", info->name ? info->name : "");
+	/* Another uid's pool (an admin opened it) is addressed UID:NAME:
+	 * the daemon scopes names per uid, and a bare name would be ours. */
+	if (info->owner_uid != (uint32_t)geteuid())
+		snprintf(p->name, sizeof(p->name), "%u:%s", info->owner_uid,
+			 info->name ? info->name : "");
+	else
+		snprintf(p->name, sizeof(p->name), "%s",
+			 info->name ? info->name : "");
 	snprintf(p->tag, sizeof(p->tag), "%s", info->tag ? info->tag : "");
 	if (pool_find(c, info->id))
 		return error_set(EALREADY,

@@ -23,7 +23,7 @@ struct vram_pool {
 	struct vram_pool *next;	    /* in client->pools */
 	struct vram_pool *reg_next; /* registry.c */
 	uint64_t id;
-	char name[NAME_MAX_LEN + 1];
+	char name[ADDRESS_MAX_LEN + 1]; /* as we address it (client.h) */
 	char tag[TAG_MAX_LEN + 1];
 	unsigned dev;
 	uint64_t granularity;

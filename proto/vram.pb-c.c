@@ -1133,6 +1133,51 @@ void   vram__ping__free_unpacked
   assert(message->base.descriptor == &vram__ping__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   vram__quota_usage__init
+                     (Vram__QuotaUsage         *message)
+{
+  static const Vram__QuotaUsage init_value = VRAM__QUOTA_USAGE__INIT;
+  *message = init_value;
+}
+size_t vram__quota_usage__get_packed_size
+                     (const Vram__QuotaUsage *message)
+{
+  assert(message->base.descriptor == &vram__quota_usage__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__quota_usage__pack
+                     (const Vram__QuotaUsage *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__quota_usage__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__quota_usage__pack_to_buffer
+                     (const Vram__QuotaUsage *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__quota_usage__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__QuotaUsage *
+       vram__quota_usage__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__QuotaUsage *)
+     protobuf_c_message_unpack (&vram__quota_usage__descriptor,
+                                allocator, len, data);
+}
+void   vram__quota_usage__free_unpacked
+                     (Vram__QuotaUsage *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__quota_usage__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   vram__stats_reply__init
                      (Vram__StatsReply         *message)
 {
@@ -3320,7 +3365,162 @@ const ProtobufCMessageDescriptor vram__ping__descriptor =
   (ProtobufCMessageInit) vram__ping__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[10] =
+static const ProtobufCFieldDescriptor vram__quota_usage__field_descriptors[10] =
+{
+  {
+    "group",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, group),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "id",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "from_default",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, from_default),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "exempt",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, exempt),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pools_limit",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, pools_limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_limit",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, device_limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "host_limit",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, host_limit),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "pools",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, pools),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "host_bytes",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__QuotaUsage, host_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "device_bytes",
+    10,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_UINT64,
+    offsetof(Vram__QuotaUsage, n_device_bytes),
+    offsetof(Vram__QuotaUsage, device_bytes),
+    NULL,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_PACKED,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned vram__quota_usage__field_indices_by_name[] = {
+  9,   /* field[9] = device_bytes */
+  5,   /* field[5] = device_limit */
+  3,   /* field[3] = exempt */
+  2,   /* field[2] = from_default */
+  0,   /* field[0] = group */
+  8,   /* field[8] = host_bytes */
+  6,   /* field[6] = host_limit */
+  1,   /* field[1] = id */
+  7,   /* field[7] = pools */
+  4,   /* field[4] = pools_limit */
+};
+static const ProtobufCIntRange vram__quota_usage__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 10 }
+};
+const ProtobufCMessageDescriptor vram__quota_usage__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.QuotaUsage",
+  "QuotaUsage",
+  "Vram__QuotaUsage",
+  "vram",
+  sizeof(Vram__QuotaUsage),
+  10,
+  vram__quota_usage__field_descriptors,
+  vram__quota_usage__field_indices_by_name,
+  1,  vram__quota_usage__number_ranges,
+  (ProtobufCMessageInit) vram__quota_usage__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[11] =
 {
   {
     "backend",
@@ -3442,6 +3642,18 @@ static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[10] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "quotas",
+    11,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__StatsReply, n_quotas),
+    offsetof(Vram__StatsReply, quotas),
+    &vram__quota_usage__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__stats_reply__field_indices_by_name[] = {
   0,   /* field[0] = backend */
@@ -3451,6 +3663,7 @@ static const unsigned vram__stats_reply__field_indices_by_name[] = {
   9,   /* field[9] = disk_backup_bytes */
   5,   /* field[5] = open_fds */
   2,   /* field[2] = pools */
+  10,   /* field[10] = quotas */
   1,   /* field[1] = sessions */
   6,   /* field[6] = uptime_ms */
   3,   /* field[3] = used_bytes */
@@ -3458,7 +3671,7 @@ static const unsigned vram__stats_reply__field_indices_by_name[] = {
 static const ProtobufCIntRange vram__stats_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 10 }
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor vram__stats_reply__descriptor =
 {
@@ -3468,7 +3681,7 @@ const ProtobufCMessageDescriptor vram__stats_reply__descriptor =
   "Vram__StatsReply",
   "vram",
   sizeof(Vram__StatsReply),
-  10,
+  11,
   vram__stats_reply__field_descriptors,
   vram__stats_reply__field_indices_by_name,
   1,  vram__stats_reply__number_ranges,

@@ -41,6 +41,7 @@ typedef struct Vram__Audit Vram__Audit;
 typedef struct Vram__ProcessUsage Vram__ProcessUsage;
 typedef struct Vram__AuditReply Vram__AuditReply;
 typedef struct Vram__Ping Vram__Ping;
+typedef struct Vram__QuotaUsage Vram__QuotaUsage;
 typedef struct Vram__StatsReply Vram__StatsReply;
 typedef struct Vram__EventAck Vram__EventAck;
 typedef struct Vram__Request Vram__Request;
@@ -575,6 +576,64 @@ struct  Vram__Ping
      }
 
 
+/*
+ * One uid's or group's quota limits and what its pools hold now (a
+ * StatsReply carries the caller's own uid and group; an admin's, every
+ * uid and group with a quota rule or pools). A limit of 2^64-1 is none.
+ */
+struct  Vram__QuotaUsage
+{
+  ProtobufCMessage base;
+  /*
+   * a gid's (its pools: those whose owner has it
+   */
+  protobuf_c_boolean group;
+  /*
+   * as primary group); else a uid's
+   */
+  /*
+   * the uid or gid
+   */
+  uint32_t id;
+  /*
+   * a uid without a rule of its own: the
+   */
+  protobuf_c_boolean from_default;
+  /*
+   * default rule's limits
+   */
+  /*
+   * root: not held to quotas
+   */
+  protobuf_c_boolean exempt;
+  uint64_t pools_limit;
+  /*
+   * bytes on each device
+   */
+  uint64_t device_limit;
+  /*
+   * host backup bytes
+   */
+  uint64_t host_limit;
+  /*
+   * held now
+   */
+  uint64_t pools;
+  /*
+   * held now: size of its host-policy pools
+   */
+  uint64_t host_bytes;
+  /*
+   * held now, by device index
+   */
+  size_t n_device_bytes;
+  uint64_t *device_bytes;
+};
+#define VRAM__QUOTA_USAGE__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__quota_usage__descriptor) \
+    , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL }
+
+
 struct  Vram__StatsReply
 {
   ProtobufCMessage base;
@@ -601,10 +660,15 @@ struct  Vram__StatsReply
    * disk bytes held in backup files
    */
   uint64_t disk_backup_bytes;
+  /*
+   * the caller's (an admin's: all)
+   */
+  size_t n_quotas;
+  Vram__QuotaUsage **quotas;
 };
 #define VRAM__STATS_REPLY__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__stats_reply__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, 0 }
+    , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, 0, 0,NULL }
 
 
 struct  Vram__EventAck
@@ -1223,6 +1287,25 @@ Vram__Ping *
 void   vram__ping__free_unpacked
                      (Vram__Ping *message,
                       ProtobufCAllocator *allocator);
+/* Vram__QuotaUsage methods */
+void   vram__quota_usage__init
+                     (Vram__QuotaUsage         *message);
+size_t vram__quota_usage__get_packed_size
+                     (const Vram__QuotaUsage   *message);
+size_t vram__quota_usage__pack
+                     (const Vram__QuotaUsage   *message,
+                      uint8_t             *out);
+size_t vram__quota_usage__pack_to_buffer
+                     (const Vram__QuotaUsage   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__QuotaUsage *
+       vram__quota_usage__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__quota_usage__free_unpacked
+                     (Vram__QuotaUsage *message,
+                      ProtobufCAllocator *allocator);
 /* Vram__StatsReply methods */
 void   vram__stats_reply__init
                      (Vram__StatsReply         *message);
@@ -1414,6 +1497,9 @@ typedef void (*Vram__AuditReply_Closure)
 typedef void (*Vram__Ping_Closure)
                  (const Vram__Ping *message,
                   void *closure_data);
+typedef void (*Vram__QuotaUsage_Closure)
+                 (const Vram__QuotaUsage *message,
+                  void *closure_data);
 typedef void (*Vram__StatsReply_Closure)
                  (const Vram__StatsReply *message,
                   void *closure_data);
@@ -1467,6 +1553,7 @@ extern const ProtobufCMessageDescriptor vram__audit__descriptor;
 extern const ProtobufCMessageDescriptor vram__process_usage__descriptor;
 extern const ProtobufCMessageDescriptor vram__audit_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__ping__descriptor;
+extern const ProtobufCMessageDescriptor vram__quota_usage__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__event_ack__descriptor;
 extern const ProtobufCMessageDescriptor vram__request__descriptor;

@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vramctl.h"
 
@@ -11,8 +12,10 @@ static const char ls_help[] =
 	"Usage: vramctl ls [--tag TAG] [--owner PID|INSTANCE|/CGROUP] [--json]\n"
 	"                  [--watch [--interval MS] [--count N]]\n"
 	"\n"
-	"Lists the pools on the node, one row each: NAME, OWNER\n"
-	"(pid/name@instance), TAG, DEV, STATE, BYTES, POLICY, MAPPERS.\n"
+	"Lists the pools of your uid, one row each: NAME, UID (the owner's),\n"
+	"OWNER (pid/name@instance), TAG, DEV, STATE, BYTES, POLICY, MAPPERS.\n"
+	"Names are scoped per uid; root and the admin group see every uid's\n"
+	"pools, another uid's named UID:NAME, as commands take them.\n"
 	"--owner takes the owner's pid, its instance name (VRAM_INSTANCE in its\n"
 	"environment) or a cgroup path (that cgroup or one below it).\n"
 	"With --tag or --owner only\n"
@@ -25,6 +28,7 @@ static const char ls_help[] =
 static const char show_help[] =
 	"Usage: vramctl show POOL [--json]\n"
 	"\n"
+	"POOL is a pool of your uid, or UID:NAME (root and the admin group).\n"
 	"Shows every field of one pool: owner, state, policy, sizes, chunks,\n"
 	"backup, flags, and each process that maps it (pid, uid, name, rw/ro).\n"
 	"Exit status 4 if there is no such pool.\n";
@@ -32,6 +36,7 @@ static const char show_help[] =
 static const char drop_help[] =
 	"Usage: vramctl drop POOL [--json]\n"
 	"\n"
+	"POOL is a pool of your uid, or UID:NAME (root, for another uid's).\n"
 	"Drops a pool: every process that maps it loses it, and its device\n"
 	"memory and host backup are freed. Needs the owner's uid or root.\n"
 	"Exit status 4 if there is no such pool.\n";
@@ -71,11 +76,24 @@ static const char *pool_flags_text(unsigned flags, char *buf, size_t size)
 	return buf;
 }
 
+const char *pool_address(const struct vram_pool_info *p, char *buf,
+			 size_t size)
+{
+	if (p->owner_uid == (uint32_t)getuid())
+		snprintf(buf, size, "%s", p->name);
+	else
+		snprintf(buf, size, "%" PRIu32 ":%s", p->owner_uid, p->name);
+	return buf;
+}
+
 void pool_json(struct json *j, const struct vram_pool_info *p)
 {
+	char addr[CTL_FMT_MAX];
+
 	json_object_begin(j);
 	json_kv_uint(j, "id", p->id);
 	json_kv_string(j, "name", p->name);
+	json_kv_string(j, "address", pool_address(p, addr, sizeof(addr)));
 	json_kv_string(j, "tag", p->tag);
 	json_kv_uint(j, "device", p->device);
 	json_kv_string(j, "device_uuid", p->device_uuid);
@@ -140,13 +158,15 @@ int pools_print_text(FILE *f, const struct vram_pool_info *pools, size_t n,
 		     bool filtered)
 {
 	static const struct table_column cols[] = {
-		{ "NAME", TABLE_LEFT },	  { "OWNER", TABLE_LEFT },
-		{ "TAG", TABLE_LEFT },	  { "DEV", TABLE_RIGHT },
+		{ "NAME", TABLE_LEFT },	  { "UID", TABLE_RIGHT },
+		{ "OWNER", TABLE_LEFT },  { "TAG", TABLE_LEFT },
+		{ "DEV", TABLE_RIGHT },
 		{ "STATE", TABLE_LEFT },  { "BYTES", TABLE_RIGHT },
 		{ "POLICY", TABLE_LEFT }, { "BACKUP", TABLE_RIGHT },
 		{ "MAPPERS", TABLE_RIGHT },
 	};
 	char owner[CTL_FMT_MAX], size[CTL_FMT_MAX], held[CTL_FMT_MAX];
+	char addr[CTL_FMT_MAX];
 	struct table *t;
 	int r;
 
@@ -161,7 +181,8 @@ int pools_print_text(FILE *f, const struct vram_pool_info *pools, size_t n,
 	for (size_t i = 0; i < n; i++) {
 		const struct vram_pool_info *p = &pools[i];
 
-		table_cell(t, "%s", p->name);
+		table_cell(t, "%s", pool_address(p, addr, sizeof(addr)));
+		table_cell(t, "%" PRIu32, p->owner_uid);
 		table_cell(t, "%s", pool_owner_text(p, owner, sizeof(owner)));
 		table_cell(t, "%s", p->tag);
 		table_cell(t, "%u", p->device);
@@ -286,6 +307,9 @@ static int show_print_text(const struct vram_pool_info *p)
 	int r;
 
 	printf("name      %s\n", fmt_safe(p->name, a, sizeof(a)));
+	printf("address   %s (uid %" PRIu32 ")\n",
+	       fmt_safe(pool_address(p, b, sizeof(b)), a, sizeof(a)),
+	       p->owner_uid);
 	printf("id        %" PRIu64 "\n", p->id);
 	printf("tag       %s\n", fmt_safe(p->tag, a, sizeof(a)));
 	printf("device    %u\n", p->device);

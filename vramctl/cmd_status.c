@@ -2,6 +2,7 @@
 /* vramctl status: the daemon and its devices at a glance. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "vramctl.h"
 
@@ -11,11 +12,60 @@ static const char status_help[] =
 	"Shows the daemon's version, backend and uptime, its sessions, pools,\n"
 	"the device bytes it holds, the host bytes in backups, its open fds,\n"
 	"and for each device: index, uuid, total, free memory, granularity.\n"
+	"Then the quotas (vramd.conf's quota lines) that apply to you, with\n"
+	"what your pools hold: your uid, and your group when a rule names it;\n"
+	"root and the admin group see every uid and group with a rule or\n"
+	"pools. USED/LIMIT per column; none: no limit; exempt: root.\n"
 	"--watch redraws it in place every --interval MS (default 1000), as\n"
 	"vramctl ls --watch does.\n";
 
-static int status_print_json(const struct vram_stats *st)
+/* The daemon's status and the quotas that apply to the caller. */
+struct status {
+	struct vram_stats st;
+	struct vram_quota *quotas;
+	size_t n_quotas;
+};
+
+/* A limit as JSON: null for none. */
+static void status_json_limit(struct json *j, const char *key, uint64_t v)
 {
+	json_key(j, key);
+	if (v == VRAM_QUOTA_NONE)
+		json_null(j);
+	else
+		json_uint(j, v);
+}
+
+static void status_json_quotas(struct json *j, const struct status *s)
+{
+	json_key(j, "quotas");
+	json_array_begin(j);
+	for (size_t i = 0; i < s->n_quotas; i++) {
+		const struct vram_quota *q = &s->quotas[i];
+
+		json_object_begin(j);
+		json_kv_string(j, "kind", q->group ? "group" : "uid");
+		json_kv_uint(j, "id", q->id);
+		json_kv_bool(j, "from_default", q->from_default);
+		json_kv_bool(j, "exempt", q->exempt);
+		status_json_limit(j, "pools_limit", q->pools_limit);
+		status_json_limit(j, "device_limit", q->device_limit);
+		status_json_limit(j, "host_limit", q->host_limit);
+		json_kv_uint(j, "pools", q->pools);
+		json_kv_uint(j, "host_bytes", q->host_bytes);
+		json_key(j, "device_bytes");
+		json_array_begin(j);
+		for (unsigned d = 0; d < q->n_devices && d < VRAM_MAX_DEVICES; d++)
+			json_uint(j, q->device_bytes[d]);
+		json_array_end(j);
+		json_object_end(j);
+	}
+	json_array_end(j);
+}
+
+static int status_print_json(const struct status *s)
+{
+	const struct vram_stats *st = &s->st;
 	struct json j;
 
 	json_init(&j, stdout);
@@ -44,12 +94,82 @@ static int status_print_json(const struct vram_stats *st)
 		json_object_end(&j);
 	}
 	json_array_end(&j);
+	status_json_quotas(&j, s);
 	json_object_end(&j);
 	return json_finish(&j);
 }
 
-static int status_print_text(FILE *f, const struct vram_stats *st)
+/* "USED/LIMIT" in bytes (none: no limit). */
+static const char *status_bytes_of(uint64_t used, uint64_t limit, char *buf,
+				   size_t size)
 {
+	char a[CTL_FMT_MAX], b[CTL_FMT_MAX];
+
+	snprintf(buf, size, "%s/%s", fmt_bytes(used, a, sizeof(a)),
+		 limit == VRAM_QUOTA_NONE ? "none" :
+					    fmt_bytes(limit, b, sizeof(b)));
+	return buf;
+}
+
+/* The quotas as a table: one row per uid or group, its device bytes per
+ * device ("0:USED 1:USED", each held to LIMIT/DEV). */
+static int status_print_quotas(FILE *f, const struct status *s)
+{
+	static const struct table_column cols[] = {
+		{ "WHO", TABLE_LEFT },	   { "RULE", TABLE_LEFT },
+		{ "POOLS", TABLE_RIGHT },  { "DEVICE", TABLE_LEFT },
+		{ "LIMIT/DEV", TABLE_RIGHT }, { "HOST", TABLE_RIGHT },
+	};
+	char a[CTL_FMT_MAX], dev[CTL_FMT_MAX];
+	struct table *t;
+	int r;
+
+	if (s->n_quotas == 0)
+		return 0;
+	fprintf(f, "\nquotas    %zu (USED/LIMIT)\n\n", s->n_quotas);
+	t = table_new(cols, sizeof(cols) / sizeof(cols[0]));
+	if (!t)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n_quotas; i++) {
+		const struct vram_quota *q = &s->quotas[i];
+		size_t o = 0;
+
+		table_cell(t, "%s %" PRIu32, q->group ? "gid" : "uid", q->id);
+		table_cell(t, "%s", q->exempt	    ? "exempt" :
+				    q->from_default ? "default" :
+				    q->pools_limit == VRAM_QUOTA_NONE &&
+						    q->device_limit == VRAM_QUOTA_NONE &&
+						    q->host_limit == VRAM_QUOTA_NONE ?
+						      "none" :
+						      "own");
+		if (q->pools_limit == VRAM_QUOTA_NONE)
+			table_cell(t, "%" PRIu64 "/none", q->pools);
+		else
+			table_cell(t, "%" PRIu64 "/%" PRIu64, q->pools,
+				   q->pools_limit);
+		dev[0] = '\0';
+		for (unsigned d = 0; d < q->n_devices && d < VRAM_MAX_DEVICES &&
+				     o < sizeof(dev);
+		     d++)
+			o += (size_t)snprintf(dev + o, sizeof(dev) - o,
+					      "%s%u:%s", d ? " " : "", d,
+					      fmt_bytes(q->device_bytes[d], a,
+							sizeof(a)));
+		table_cell(t, "%s", dev[0] ? dev : "-");
+		table_cell(t, "%s", q->device_limit == VRAM_QUOTA_NONE ?
+					    "none" :
+					    fmt_bytes(q->device_limit, a, sizeof(a)));
+		table_cell(t, "%s", status_bytes_of(q->host_bytes, q->host_limit,
+						    dev, sizeof(dev)));
+	}
+	r = table_print(t, f, 0);
+	table_free(t);
+	return r;
+}
+
+static int status_print_text(FILE *f, const struct status *s)
+{
+	const struct vram_stats *st = &s->st;
 	static const struct table_column cols[] = {
 		{ "DEV", TABLE_RIGHT },	  { "UUID", TABLE_LEFT },
 		{ "TOTAL", TABLE_RIGHT }, { "FREE", TABLE_RIGHT },
@@ -76,7 +196,7 @@ static int status_print_text(FILE *f, const struct vram_stats *st)
 	fprintf(f, "fds       %" PRIu32 " open in the daemon\n", st->open_fds);
 	if (st->n_devices == 0) {
 		fprintf(f, "devices   none\n");
-		return 0;
+		return status_print_quotas(f, s);
 	}
 	fprintf(f, "devices   %u\n", st->n_devices);
 
@@ -99,22 +219,29 @@ static int status_print_text(FILE *f, const struct vram_stats *st)
 	fputc('\n', f);
 	r = table_print(t, f, 0);
 	table_free(t);
-	return r;
+	return r < 0 ? r : status_print_quotas(f, s);
 }
 
 static int status_frame(struct ctl *ctl, void *arg CTL_UNUSED, FILE *f, unsigned cols CTL_UNUSED)
 {
 	char msg[CTL_FMT_MAX];
-	struct vram_stats st = VRAM_STATS_INIT;
-	int r = vram_stats(ctl->client, &st);
+	struct status s = { .st = VRAM_STATS_INIT };
+	int r = vram_stats(ctl->client, &s.st);
 
 	if (r < 0) {
 		ctl_save_error(r, msg, sizeof(msg));
 		return ctl_report_error(ctl, "cannot read the daemon's stats",
 					r, msg);
 	}
+	r = vram_quotas(ctl->client, sizeof(struct vram_quota), &s.quotas,
+			&s.n_quotas);
+	if (r < 0) {
+		ctl_save_error(r, msg, sizeof(msg));
+		return ctl_report_error(ctl, "cannot read the quotas", r, msg);
+	}
 	/* JSON only without --watch (refused there): f is stdout then. */
-	r = ctl->json ? status_print_json(&st) : status_print_text(f, &st);
+	r = ctl->json ? status_print_json(&s) : status_print_text(f, &s);
+	free(s.quotas);
 	return ctl_output_done(ctl, r);
 }
 

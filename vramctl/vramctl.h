@@ -286,5 +286,9 @@ int pools_compare_name(const void *a, const void *b);
 
 /* Writes one pool as a JSON object (cmd_pools.c; also used by show). */
 void pool_json(struct json *j, const struct vram_pool_info *p);
+/* A pool's name as commands take it from this uid: NAME for a pool of
+ * ours, UID:NAME for another uid's (the daemon scopes names per uid). */
+const char *pool_address(const struct vram_pool_info *p, char *buf,
+			 size_t size);
 
 #endif

@@ -580,6 +580,44 @@ int vram_torch_set_default_pool(vram_pool *p);
  * Valid until the next vram_torch_malloc on this thread. */
 const char *vram_torch_last_error(void);
 
+/* ---- Quotas --------------------------------------------------------------
+ * Since 0.3. The quota lines of vramd.conf (docs/vramd.conf.5) as they
+ * apply to the caller, with what its pools hold now. */
+
+/* A limit that is not set. */
+#define VRAM_QUOTA_NONE UINT64_MAX
+
+/* One uid's or group's quota and usage. size is the entry size the
+ * caller passed to vram_quotas. */
+struct vram_quota {
+	uint32_t size;
+	int group;             /* 1: a gid's (the pools whose owner has it as
+				* primary group); 0: a uid's */
+	uint32_t id;           /* the uid or gid */
+	int from_default;      /* a uid without a rule of its own: these are
+				* the default rule's limits */
+	int exempt;            /* root: not held to quotas */
+	uint64_t pools_limit;  /* VRAM_QUOTA_NONE: no limit */
+	uint64_t device_limit; /* bytes on each device */
+	uint64_t host_limit;   /* host backup bytes */
+	uint64_t pools;        /* held now */
+	uint64_t host_bytes;   /* held now: size of its host-policy pools */
+	unsigned n_devices;    /* device_bytes[] entries filled */
+	uint64_t device_bytes[VRAM_MAX_DEVICES]; /* held now, by device index */
+};
+
+#define VRAM_QUOTA_INIT VRAM_SIZED_INIT_(struct vram_quota)
+
+/* The quotas that apply to the caller: its own uid's entry first (there
+ * even without a rule: its usage, no limits), then its primary group's if
+ * a rule names it. Root and the admin group get their own entry, then
+ * every uid and group with a rule or pools, by id. entry_size:
+ * sizeof(struct vram_quota). *out is an array of *n entries of entry_size
+ * bytes owned by the caller: free() it. Errors: -EINVAL (out or n NULL,
+ * bad entry_size or client), -ENOMEM, -EPROTO, -EPIPE. */
+int vram_quotas(vram_client *c, size_t entry_size, struct vram_quota **out,
+		size_t *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -48,6 +48,7 @@ __all__ = [
     "DeviceInfo",
     "Stats",
     "ProcessUsage",
+    "Quota",
     "Client",
     "Pool",
     "connect",
@@ -60,6 +61,7 @@ __all__ = [
     "stats",
     "status",
     "audit",
+    "quotas",
     "version",
     "library_path",
     "set_log_handler",
@@ -248,6 +250,23 @@ class Stats:
     uptime_ms: int
     devices: List[DeviceInfo]
     disk_backup_bytes: int = 0
+
+
+@dataclass
+class Quota:
+    """A uid's or group's quota and what its pools hold (vram_quotas,
+    vramctl status). A limit of None is no limit."""
+
+    kind: str  # "uid" or "group"
+    id: int
+    from_default: bool  # a uid without its own rule: the default's limits
+    exempt: bool  # root: not held to quotas
+    pools_limit: Optional[int]
+    device_limit: Optional[int]  # bytes on each device
+    host_limit: Optional[int]  # host backup bytes
+    pools: int
+    host_bytes: int
+    device_bytes: List[int]  # by device index
 
 
 @dataclass
@@ -632,9 +651,48 @@ class Client(_Handle):
             st.disk_backup_bytes,
         )
 
+    def quotas(self):
+        """The quotas that apply to this client's uid (and its group when a
+        rule names it), with what its pools hold; for root and the admin
+        group, every uid and group with a rule or pools. A list of Quota,
+        the caller's own uid first."""
+        if not _lib.has("vram_quotas"):
+            raise VramError(_errno.ENOSYS, "vram_quotas", "this libvram has no quotas")
+        out = POINTER(_lib.Quota)()
+        n = c_size_t()
+        _check(
+            _lib.lib.vram_quotas(
+                self._handle(), ctypes.sizeof(_lib.Quota), byref(out), byref(n)
+            ),
+            "vram_quotas",
+        )
+
+        def limit(v):
+            return None if v == _lib.QUOTA_NONE else v
+
+        try:
+            return [
+                Quota(
+                    "group" if q.group else "uid",
+                    q.id,
+                    bool(q.from_default),
+                    bool(q.exempt),
+                    limit(q.pools_limit),
+                    limit(q.device_limit),
+                    limit(q.host_limit),
+                    q.pools,
+                    q.host_bytes,
+                    list(q.device_bytes[: min(q.n_devices, _lib.MAX_DEVICES)]),
+                )
+                for q in (out[i] for i in range(n.value))
+            ]
+        finally:
+            _libc_free(out)
+
     def status(self):
         """stats() and list_pools() together, as plain dicts (for logs and
-        JSON): "pools" is the list of pools, "n_pools" the daemon's count."""
+        JSON): "pools" is the list of pools, "n_pools" the daemon's count,
+        "quotas" the quotas() that apply (where libvram has them)."""
         from dataclasses import asdict
 
         st = asdict(self.stats())
@@ -644,6 +702,8 @@ class Client(_Handle):
             dict(asdict(p), state=str(p.state), policy=str(p.policy))
             for p in self.list_pools()
         ]
+        if _lib.has("vram_quotas"):
+            st["quotas"] = [asdict(q) for q in self.quotas()]
         return st
 
     def audit(self):
@@ -920,6 +980,10 @@ def status():
 
 def audit():
     return default_client().audit()
+
+
+def quotas():
+    return default_client().quotas()
 
 
 def version():

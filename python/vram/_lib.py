@@ -202,6 +202,26 @@ class ProcessUsage(Sized):
     ]
 
 
+class Quota(Sized):
+    _fields_ = [
+        ("size", c_uint32),
+        ("group", c_int),
+        ("id", c_uint32),
+        ("from_default", c_int),
+        ("exempt", c_int),
+        ("pools_limit", c_uint64),
+        ("device_limit", c_uint64),
+        ("host_limit", c_uint64),
+        ("pools", c_uint64),
+        ("host_bytes", c_uint64),
+        ("n_devices", c_uint),
+        ("device_bytes", c_uint64 * MAX_DEVICES),
+    ]
+
+
+# VRAM_QUOTA_NONE: a limit that is not set.
+QUOTA_NONE = (1 << 64) - 1
+
 LogFn = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
 
 # name: (restype, argtypes). Handles are c_void_p (Python ints or None).
@@ -266,6 +286,10 @@ _OPTIONAL = {
             POINTER(c_size_t),
             POINTER(c_int),
         ],
+    ),
+    "vram_quotas": (
+        c_int,
+        [c_void_p, c_size_t, POINTER(POINTER(Quota)), POINTER(c_size_t)],
     ),
     "vram_torch_malloc": (c_void_p, [c_ssize_t, c_int, c_void_p]),
     "vram_torch_free": (None, [c_void_p, c_ssize_t, c_int, c_void_p]),

@@ -539,8 +539,12 @@ TEST(quotas_per_uid_and_group)
 	struct vram_pool_info *infos = NULL;
 	size_t n = 0;
 	ASSERT_OK(vram_list(c, NULL, sizeof(*infos), &infos, &n));
-	for (size_t i = 0; i < n; i++)
-		ASSERT_OK(vram_pool_drop(c, infos[i].name));
+	for (size_t i = 0; i < n; i++) {
+		char addr[160]; /* names are scoped per uid: UID:NAME */
+		snprintf(addr, sizeof(addr), "%u:%s", infos[i].owner_uid,
+			 infos[i].name);
+		ASSERT_OK(vram_pool_drop(c, addr));
+	}
 	vram_pool_info_free(infos, n);
 	vram_client_close(c);
 	integ_stop();

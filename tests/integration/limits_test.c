@@ -112,12 +112,21 @@ TEST(other_uid_cannot_touch_pools)
 		vram_pool *q;
 		struct vram_selector sel = { .size = sizeof(sel),
 					     .name = "mine" };
-		if (vram_pool_open(o, "mine", 0, &q) != -EPERM)
+		/* Names are scoped per uid: "mine" is this uid's (none),
+		 * and root's "0:mine" is out of its view. */
+		if (vram_pool_open(o, "mine", 0, &q) != -ENOENT)
 			_exit(2);
-		if (vram_pause(o, &sel, 0, NULL) != -EPERM)
+		if (vram_pause(o, &sel, 0, NULL) != -ENOENT)
 			_exit(3);
-		if (vram_pool_drop(o, "mine") != -EPERM)
+		if (vram_pool_drop(o, "mine") != -ENOENT)
 			_exit(4);
+		if (vram_pool_open(o, "0:mine", 0, &q) != -ENOENT ||
+		    vram_pool_drop(o, "0:mine") != -ENOENT)
+			_exit(5);
+		sel.name = NULL;
+		sel.all = 1;
+		if (vram_pause(o, &sel, 0, NULL) != -ENOENT)
+			_exit(6);
 		_exit(0);
 	}
 	ASSERT_EQ(harness_wait(pid, 10000), 0);

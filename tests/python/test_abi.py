@@ -24,6 +24,7 @@ STRUCTS = {
     "vram_device_info": _lib.DeviceInfo,
     "vram_stats": _lib.Stats,
     "vram_process_usage": _lib.ProcessUsage,
+    "vram_quota": _lib.Quota,
 }
 
 # vram.h's constant -> _lib.py's.

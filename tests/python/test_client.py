@@ -349,6 +349,13 @@ def test_list_stats_status(client):
     import json
 
     json.dumps(doc)
+    # The caller's own uid comes first, with what its pools hold; no quota
+    # lines are configured, so no limits.
+    q = client.quotas()[0]
+    assert q.kind == "uid" and q.id == os.geteuid()
+    assert q.pools == 2 and q.device_bytes[0] == 128 * MiB
+    assert q.pools_limit is None and q.host_bytes == 64 * MiB
+    assert doc["quotas"][0]["id"] == os.geteuid()
 
 
 def test_audit_lists_this_process(client):

@@ -125,6 +125,19 @@ int main(void)
 	F(vram_process_usage, vramd_bytes);
 	F(vram_process_usage, is_vramd);
 	F(vram_process_usage, name);
+	S(vram_quota);
+	F(vram_quota, size);
+	F(vram_quota, group);
+	F(vram_quota, id);
+	F(vram_quota, from_default);
+	F(vram_quota, exempt);
+	F(vram_quota, pools_limit);
+	F(vram_quota, device_limit);
+	F(vram_quota, host_limit);
+	F(vram_quota, pools);
+	F(vram_quota, host_bytes);
+	F(vram_quota, n_devices);
+	F(vram_quota, device_bytes);
 
 	C(VRAM_LOG_ERROR);
 	C(VRAM_LOG_WARN);
