@@ -371,6 +371,14 @@ int mapping_backup_give_back(struct mapping *m)
 	r = mapping_backup_wait(m);
 	if (!m->backup)
 		return -ENODEV;
+	/* A disk backup's file is punched here: it holds no pins, and the
+	 * daemon's disk figure is what callers check next. */
+	if (m->backup_sync) {
+		mapping_backup_unpin(m);
+		return madvise(m->backup, m->backup_len, MADV_REMOVE) < 0 ?
+			       -errno :
+			       0;
+	}
 	/* This process lets go of the pages now; they stay in the memfd
 	 * (pinned ones stay pinned) until the thread's punch. */
 	if (madvise(m->backup, m->backup_len, MADV_DONTNEED) < 0)

@@ -120,7 +120,8 @@ void mapping_backup_unpin(struct mapping *m);
  * that costs seconds (FACTS.md) and the caller's resume need not wait.
  * Anything that uses the backup next (a save, a restore, a pin, an unmap)
  * waits for that thread first, so a later save never loses pages to the
- * punch. Returns 0, or -errno of the drop. */
+ * punch. A disk backup's file is punched before the call returns.
+ * Returns 0, or -errno of the drop. */
 int mapping_backup_give_back(struct mapping *m);
 
 /* Waits for a give-back under way; returns its -errno, or 0. */
