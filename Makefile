@@ -489,13 +489,13 @@ HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 FUZZ_DAEMON := $(BUILD)/fuzz/daemon_fuzz
-$(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c $(DAEMON_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+$(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c tests/fuzz/fuzz_fds.h $(DAEMON_SRC) $(PROTO_SRC) proto/vram.pb-c.h
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(DAEMON_INC) $(PKG_CFLAGS) -o $@ \
 		$(filter %.c,$^) $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
 FUZZ_CLIENT := $(BUILD)/fuzz/client_fuzz
-$(FUZZ_CLIENT): tests/fuzz/client_fuzz.c $(CLIENT_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+$(FUZZ_CLIENT): tests/fuzz/client_fuzz.c tests/fuzz/fuzz_fds.h $(CLIENT_SRC) $(PROTO_SRC) proto/vram.pb-c.h
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(LIBVRAM_INC) $(PKG_CFLAGS) -o $@ \
