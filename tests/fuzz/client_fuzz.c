@@ -159,6 +159,13 @@ static void *fuzz_daemon(void *arg)
 	return NULL;
 }
 
+/* The socket's name goes with the process (the fake daemon's thread is
+ * still in accept then; exit does not wait for it). */
+static void fuzz_unlink(void)
+{
+	unlink(fuzz_path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -178,6 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    bind(fuzz_listen, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 		    listen(fuzz_listen, 4) < 0)
 			abort();
+		atexit(fuzz_unlink);
 		vram_set_log_handler(NULL, VRAM_LOG_ERROR, NULL);
 		fuzz_hello_pack();
 		pthread_t t;
