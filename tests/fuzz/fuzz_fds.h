@@ -69,8 +69,9 @@ static void fuzz_fds_list(void)
 		if (n > 0) {
 			link[n] = '\0';
 			fprintf(stderr, "  fd %s: %s%s\n", e->d_name, link,
-				fuzz_fds_counted(atoi(e->d_name)) ? " (counted)" :
-								    "");
+				fuzz_fds_counted(atoi(e->d_name)) ?
+					" (counted)" :
+					"");
 		}
 	}
 }

@@ -11,10 +11,10 @@
 # stops its worker) plus workers that died without one. Needs no make and
 # no clang: `make fuzz` and `tools/gpu-prepare.sh fuzz` call it.
 #
-#   tests/fuzz/run.sh [-b BUILD] [-o DIR] [-j JOBS] [-n EXECS | -t SECS] [TARGET..]
+#   tests/fuzz/run.sh [-b BUILD] [-o DIR] [-c CDIR] [-j JOBS] [-n EXECS | -t SECS] [TARGET..]
 #
 # BUILD holds fuzz/daemon_fuzz and fuzz/client_fuzz (default build). The
-# corpus of each target is BUILD/fuzz/corpus-TARGET, seeded from
+# corpus of each target is CDIR/corpus-TARGET (CDIR: BUILD/fuzz), seeded from
 # tests/fuzz/corpus/TARGET and kept between runs; the workers' logs and
 # what they find go to DIR/TARGET (default BUILD/fuzz/run), the totals
 # also to DIR/summary.txt (a line per target, the latest run's).
@@ -27,19 +27,21 @@ set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
 out=
+cdir=
 jobs=1
 execs=10000000
 secs=
 
 usage() {
-	echo "usage: $0 [-b BUILD] [-o DIR] [-j JOBS] [-n EXECS | -t SECS] [daemon] [client]" >&2
+	echo "usage: $0 [-b BUILD] [-o DIR] [-c CDIR] [-j JOBS] [-n EXECS | -t SECS] [daemon] [client]" >&2
 	exit 2
 }
 
-while getopts b:o:j:n:t:h opt; do
+while getopts b:o:c:j:n:t:h opt; do
 	case $opt in
 	b) build=$OPTARG ;;
 	o) out=$OPTARG ;;
+	c) cdir=$OPTARG ;;
 	j) jobs=$OPTARG ;;
 	n) execs=$OPTARG secs= ;;
 	t) secs=$OPTARG ;;
@@ -50,6 +52,8 @@ shift $((OPTIND - 1))
 case $build in /*) ;; *) build=$PWD/$build ;; esac
 out=${out:-$build/fuzz/run}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
+cdir=${cdir:-$build/fuzz}
+case $cdir in /*) ;; *) cdir=$PWD/$cdir ;; esac
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || usage
 [[ $execs =~ ^[1-9][0-9]*$ ]] || usage
 [ -z "$secs" ] || [[ $secs =~ ^[1-9][0-9]*$ ]] || usage
@@ -66,7 +70,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 # run_target NAME: one target's run; prints and records its totals line.
 run_target() {
 	local t=$1 bin=$build/fuzz/$1_fuzz dir=$out/$1
-	local corpus=$build/fuzz/corpus-$1 limit per what
+	local corpus=$cdir/corpus-$1 limit per what
 	[ -x "$bin" ] || {
 		echo "fuzz $t: no $bin (make fuzz builds it; it needs clang)" >&2
 		return 1
