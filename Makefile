@@ -480,26 +480,36 @@ container:
 	etc/container/build-image.sh -d $(CONTAINER_DEBS) -t $(CONTAINER_TOOL)
 
 # ---- fuzzing (tests/fuzz/, clang's libFuzzer, ASan + UBSan) ----------------
-# make fuzz [N | Ns]: N executions (default 10000000), or N seconds with an
-# s (make fuzz 600s), over a copy of the seed corpus in $(BUILD)/fuzz/.
+# make fuzz [N | Ns] [JOBS=k]: N executions per target in all (default
+# 10000000), or N seconds with an s (make fuzz 600s), on k workers
+# (libFuzzer's -jobs=k -workers=k; FUZZ_JOBS=k too, default 1), over the
+# corpus in $(BUILD)/fuzz/corpus-TARGET (seeded from tests/fuzz/corpus/).
+# tests/fuzz/run.sh runs them and prints a line of totals per target
+# (`fuzz daemon: N execs, k workers, R/s, C crashes, ...`); logs and
+# findings go to $(BUILD)/fuzz/run/. tools/gpu-prepare.sh fuzz runs the
+# same binaries on a machine without make or clang.
 # make test runs a short bounded run (tests/system/fuzz_test) when clang is
 # there, and builds the target then.
 FUZZ_CC ?= clang
 HAVE_FUZZ_CC := $(shell command -v $(FUZZ_CC) 2>/dev/null)
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+# libFuzzer is C++: its libstdc++ goes into the binary, so that a machine
+# with an older libstdc++ (or none) runs the targets (tools/gpu-prepare.sh
+# fuzz); clang links the sanitizer and fuzzer runtimes statically anyway.
+FUZZ_LDFLAGS := -static-libstdc++ -static-libgcc
 FUZZ_DAEMON := $(BUILD)/fuzz/daemon_fuzz
-$(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c $(DAEMON_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+$(FUZZ_DAEMON): tests/fuzz/daemon_fuzz.c tests/fuzz/fuzz_fds.h $(DAEMON_SRC) $(PROTO_SRC) proto/vram.pb-c.h
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(DAEMON_INC) $(PKG_CFLAGS) -o $@ \
-		$(filter %.c,$^) $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
+		$(filter %.c,$^) $(FUZZ_LDFLAGS) $(PKG_LIBS_DAEMON) -ldl -lm -lpthread
 FUZZ_CLIENT := $(BUILD)/fuzz/client_fuzz
-$(FUZZ_CLIENT): tests/fuzz/client_fuzz.c $(CLIENT_SRC) $(PROTO_SRC) proto/vram.pb-c.h
+$(FUZZ_CLIENT): tests/fuzz/client_fuzz.c tests/fuzz/fuzz_fds.h $(CLIENT_SRC) $(PROTO_SRC) proto/vram.pb-c.h
 	$(call msg,FUZZ,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(FUZZ_CC) $(FUZZ_FLAGS) $(LIBVRAM_INC) $(PKG_CFLAGS) -o $@ \
-		$(filter %.c,$^) $(PKG_LIBS_CLIENT) -ldl -lm -lpthread
+		$(filter %.c,$^) $(FUZZ_LDFLAGS) $(PKG_LIBS_CLIENT) -ldl -lm -lpthread
 test: $(if $(HAVE_FUZZ_CC),$(FUZZ_DAEMON) $(FUZZ_CLIENT))
 
 ifneq ($(filter fuzz chaos,$(firstword $(MAKECMDGOALS))),)
@@ -508,14 +518,11 @@ ifneq ($(FUZZ_ARG),)
 $(eval $(FUZZ_ARG):;@:)
 endif
 endif
-FUZZ_LIMIT = $(if $(filter %s,$(FUZZ_ARG)),-max_total_time=$(patsubst %s,%,$(FUZZ_ARG)),-runs=$(or $(FUZZ_ARG),10000000))
+FUZZ_JOBS ?= $(or $(JOBS),1)
 .PHONY: fuzz
 fuzz: $(FUZZ_DAEMON) $(FUZZ_CLIENT)
-	$(Q)for t in daemon client; do \
-		mkdir -p $(BUILD)/fuzz/corpus-$$t && \
-		cp -n tests/fuzz/corpus/$$t/* $(BUILD)/fuzz/corpus-$$t/ 2>/dev/null; \
-		(cd $(BUILD)/fuzz && ./$${t}_fuzz $(FUZZ_LIMIT) -max_len=4096 \
-			-print_final_stats=1 corpus-$$t) || exit 1; done
+	$(Q)tests/fuzz/run.sh -b $(BUILD) -j $(FUZZ_JOBS) \
+		$(if $(filter %s,$(FUZZ_ARG)),-t $(patsubst %s,%,$(FUZZ_ARG)),-n $(or $(FUZZ_ARG),10000000))
 
 # make chaos [N]: tests/integration/chaos_test.c with N rounds (default
 # 1000) of random SIGKILLs of owners, pausers and trainers; it prints its

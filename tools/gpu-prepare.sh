@@ -18,6 +18,15 @@
 #                                   torch_memory_saver (bench/compare.py
 #                                   ARGS), building upstream from .tms-src/
 #                                   first; results under $OUT/compare
+#   tools/gpu-prepare.sh fuzz [N|Ns] [JOBS] [TARGET..]
+#                                   there: the prebuilt libFuzzer targets
+#                                   ($VRAM_BUILD/fuzz, built here when clang
+#                                   is present; daemon and client, or the
+#                                   TARGETs) for N executions per target
+#                                   (default 10000000) or N seconds, on JOBS
+#                                   workers (default: the cores);
+#                                   tests/fuzz/run.sh's totals, logs and
+#                                   findings under $OUT/fuzz
 #
 # "There" never calls make (a rebuild would need the -dev packages): it
 # unpacks .debs/*.deb with dpkg -x into .debs/root once (never into /) and
@@ -52,6 +61,15 @@ prepare() {
 		die "building the GPU tests and benchmarks failed"
 	make BUILD="$build" "$build/tests/daemon_cuda_test" \
 		"$build/tests/client_cuda_test" || die "building the CUDA unit tests failed"
+	# The fuzz targets, for the fuzz mode there (clang links the
+	# sanitizer and fuzzer runtimes and libstdc++ into them; they need
+	# only the runtime libraries below).
+	if command -v clang >/dev/null; then
+		make BUILD="$build" "$build/fuzz/daemon_fuzz" "$build/fuzz/client_fuzz" ||
+			die "building the fuzz targets failed"
+	else
+		echo "gpu-prepare: no clang here: no fuzz targets for the fuzz mode" >&2
+	fi
 	if ! nm "$build/vramd" | grep -q ' T backend_cuda_open'; then
 		echo "gpu-prepare: WARNING: $build/vramd has no cuda backend linked in" >&2
 		echo "  (a weak reference does not pull daemon/backend/cuda.o out of" >&2
@@ -73,6 +91,7 @@ prepare() {
 	echo "ready: carry ${build#"$root"/}/, .debs/$tms_carry to the GPU machine and run there"
 	echo "  tools/gpu-prepare.sh gpu"
 	echo "  tools/gpu-prepare.sh compare     (vramd against torch_memory_saver)"
+	echo "  tools/gpu-prepare.sh fuzz 10000000 16   (the fuzz targets, 16 workers)"
 }
 
 # ---- there ------------------------------------------------------------------
@@ -187,12 +206,41 @@ compare)
 	echo "results in $out/compare"
 	exit $rc
 	;;
+fuzz)
+	# tools/gpu-prepare.sh fuzz [N|Ns] [JOBS] [TARGET..]: as
+	# `make fuzz N JOBS=k`, without make.
+	out=${OUT:-$build/gpu-results}
+	mkdir -p "$out/fuzz" || exit 1
+	runtime_env
+	n=${1:-10000000}
+	fuzz_jobs=${2:-$(nproc)}
+	shift $(($# < 2 ? $# : 2))
+	fuzz_targets=("$@")
+	[ ${#fuzz_targets[@]} -gt 0 ] || fuzz_targets=(daemon client)
+	for t in "${fuzz_targets[@]}"; do
+		[ -x "$build/fuzz/${t}_fuzz" ] ||
+			die "$build/fuzz/${t}_fuzz missing: run tools/gpu-prepare.sh where clang is"
+	done
+	case $n in
+	*s) limit=(-t "${n%s}") ;;
+	*) limit=(-n "$n") ;;
+	esac
+	{
+		echo "host: $(uname -n), $(nproc) cores; $(date -u +%FT%TZ)"
+		ldd "$build/fuzz/daemon_fuzz" "$build/fuzz/client_fuzz"
+	} >"$out/fuzz/env.txt" 2>&1
+	"$root/tests/fuzz/run.sh" -b "$build" -o "$out/fuzz" -j "$fuzz_jobs" \
+		"${limit[@]}" "${fuzz_targets[@]}" 2>&1 | tee "$out/fuzz/run.log"
+	rc=${PIPESTATUS[0]}
+	echo "results in $out/fuzz (summary.txt: one line per target)"
+	exit "$rc"
+	;;
 exec)
 	[ $# -gt 0 ] || die "exec needs a command"
 	runtime_env
 	exec "$@"
 	;;
 *)
-	die "unknown mode $mode (prepare, gpu, test, bench, compare, exec)"
+	die "unknown mode $mode (prepare, gpu, test, bench, compare, fuzz, exec)"
 	;;
 esac

@@ -9,9 +9,9 @@
  * meet a real client. Request ids go 2, 3, ... in that order.
  * After each input the process holds as many sockets and memfds as
  * before (LSan checks the heap at exit). */
-#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +26,8 @@
 #include "vram.h"
 #include "vram.pb-c.h"
 
+#include "fuzz_fds.h"
+
 static char fuzz_path[108];
 static int fuzz_listen = -1;
 
@@ -33,28 +35,6 @@ struct fuzz_input {
 	const uint8_t *data;
 	size_t size;
 };
-
-static unsigned fuzz_count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	char path[300], link[256];
-	unsigned n = 0;
-
-	if (!d)
-		abort();
-	while ((e = readdir(d))) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		ssize_t k = readlink(path, link, sizeof(link) - 1);
-		if (k <= 0)
-			continue;
-		link[k] = '\0';
-		if (!strncmp(link, "socket:", 7) || !strncmp(link, "/memfd:", 7))
-			n++;
-	}
-	closedir(d);
-	return n;
-}
 
 static void fuzz_send(int fd, const void *p, size_t len, bool with_fd)
 {
@@ -94,21 +74,17 @@ static void fuzz_send(int fd, const void *p, size_t len, bool with_fd)
 		close(extra);
 }
 
-/* The fake daemon: one connection per input. */
-static void *fuzz_daemon(void *arg)
-{
-	const struct fuzz_input *in = arg;
-	int fd = accept4(fuzz_listen, NULL, NULL, SOCK_CLOEXEC);
-	uint8_t buf[4096];
+/* The hello reply, as vramd answers: packed once. */
+static uint8_t fuzz_hello[256];
+static size_t fuzz_hello_len;
 
-	if (fd < 0)
-		return NULL;
-	/* The hello: read its frame, answer it as vramd does. */
-	(void)!read(fd, buf, sizeof(buf));
+static void fuzz_hello_pack(void)
+{
 	Vram__ServerMsg msg = VRAM__SERVER_MSG__INIT;
 	Vram__Response resp = VRAM__RESPONSE__INIT;
 	Vram__HelloReply hr = VRAM__HELLO_REPLY__INIT;
 	Vram__DeviceInfo dev = VRAM__DEVICE_INFO__INIT, *devp = &dev;
+
 	dev.uuid = "GPU-00000000-0000-0000-0000-000000000001";
 	dev.total_bytes = 64 << 20;
 	dev.free_bytes = 64 << 20;
@@ -125,11 +101,21 @@ static void *fuzz_daemon(void *arg)
 	resp.hello = &hr;
 	msg.body_case = VRAM__SERVER_MSG__BODY_RESPONSE;
 	msg.response = &resp;
-	size_t len = vram__server_msg__get_packed_size(&msg);
-	uint8_t *p = malloc(len);
-	vram__server_msg__pack(&msg, p);
-	fuzz_send(fd, p, len, false);
-	free(p);
+	fuzz_hello_len = vram__server_msg__get_packed_size(&msg);
+	if (fuzz_hello_len > sizeof(fuzz_hello))
+		abort();
+	vram__server_msg__pack(&msg, fuzz_hello);
+}
+
+/* One connection of the fake daemon: the hello, the input's records,
+ * then a hang-up once the client has said all it will. */
+static void fuzz_serve(int fd, const struct fuzz_input *in)
+{
+	uint8_t buf[4096];
+
+	/* The hello: read its frame, answer it as vramd does. */
+	(void)!read(fd, buf, sizeof(buf));
+	fuzz_send(fd, fuzz_hello, fuzz_hello_len, false);
 	size_t off = 0;
 	while (off + 3 <= in->size) {
 		uint8_t flags = in->data[off];
@@ -147,8 +133,37 @@ static void *fuzz_daemon(void *arg)
 	shutdown(fd, SHUT_WR);
 	while (read(fd, buf, sizeof(buf)) > 0)
 		;
-	close(fd);
+}
+
+/* The input being run, set before the client connects; the thread
+ * posts fuzz_done once it has closed that input's connection. A thread
+ * for the whole run rather than one per input: under ASan a thread's
+ * start (its allocator cache, its stacks) cost more than the input. */
+static const struct fuzz_input *fuzz_cur;
+static sem_t fuzz_done;
+
+static void *fuzz_daemon(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int fd = accept4(fuzz_listen, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			abort();
+		}
+		fuzz_serve(fd, __atomic_load_n(&fuzz_cur, __ATOMIC_ACQUIRE));
+		close(fd);
+		sem_post(&fuzz_done);
+	}
 	return NULL;
+}
+
+/* The socket's name goes with the process (the fake daemon's thread is
+ * still in accept then; exit does not wait for it). */
+static void fuzz_unlink(void)
+{
+	unlink(fuzz_path);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -157,7 +172,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static unsigned base;
 	struct fuzz_input in = { data, size };
-	pthread_t t;
 
 	if (fuzz_listen < 0) {
 		struct sockaddr_un a = { .sun_family = AF_UNIX };
@@ -171,11 +185,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    bind(fuzz_listen, (struct sockaddr *)&a, sizeof(a)) < 0 ||
 		    listen(fuzz_listen, 4) < 0)
 			abort();
+		atexit(fuzz_unlink);
 		vram_set_log_handler(NULL, VRAM_LOG_ERROR, NULL);
-		base = fuzz_count_fds();
+		fuzz_hello_pack();
+		pthread_t t;
+		if (sem_init(&fuzz_done, 0, 0) < 0 ||
+		    pthread_create(&t, NULL, fuzz_daemon, NULL) != 0)
+			abort();
+		pthread_detach(t);
+		base = fuzz_fds_count();
 	}
-	if (pthread_create(&t, NULL, fuzz_daemon, &in) != 0)
-		abort();
+	__atomic_store_n(&fuzz_cur, &in, __ATOMIC_RELEASE);
 	vram_client *c = NULL;
 	if (vram_connect(fuzz_path, "fuzz", 0, &c) == 0) {
 		struct vram_stats st = VRAM_STATS_INIT;
@@ -197,8 +217,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		vram_client_dispatch(c, 0);
 		vram_client_close(c);
 	}
-	pthread_join(t, NULL);
-	unsigned fds = fuzz_count_fds();
+	/* vram_connect always connects (the socket listens), so the fake
+	 * daemon has this input's connection and closes it. */
+	while (sem_wait(&fuzz_done) < 0)
+		;
+	unsigned fds = fuzz_fds_count();
 	if (fds != base) {
 		fprintf(stderr, "client fuzz: %u sockets and memfds, %u at start\n",
 			fds, base);

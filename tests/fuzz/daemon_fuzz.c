@@ -23,7 +23,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -31,54 +30,12 @@
 #include "node.h"
 #include "server.h"
 
+#include "fuzz_fds.h"
+
 static uv_loop_t fuzz_loop;
 static struct server fuzz_srv;
 static char fuzz_sock[108];
 static unsigned fuzz_base_fds;
-
-/* The fds the daemon could leak: sessions' sockets, chunks' and backups'
- * memfds, the reserve (/dev/null). Pipes and the like are libFuzzer's
- * and libuv's, made lazily. */
-static unsigned fuzz_count_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	char path[300], link[256];
-	unsigned n = 0;
-
-	if (!d)
-		abort();
-	while ((e = readdir(d))) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		ssize_t k = readlink(path, link, sizeof(link) - 1);
-		if (k <= 0)
-			continue;
-		link[k] = '\0';
-		if (!strncmp(link, "socket:", 7) || !strncmp(link, "/memfd:", 7) ||
-		    !strcmp(link, "/dev/null"))
-			n++;
-	}
-	closedir(d);
-	return n;
-}
-
-static void fuzz_list_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
-	char path[300], link[256];
-
-	while (d && (e = readdir(d))) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		ssize_t n = readlink(path, link, sizeof(link) - 1);
-		if (n > 0) {
-			link[n] = '\0';
-			fprintf(stderr, "  fd %s: %s\n", e->d_name, link);
-		}
-	}
-	if (d)
-		closedir(d);
-}
 
 static void fuzz_cleanup(void)
 {
@@ -196,7 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_start();
 		started = true;
 		fuzz_spin(-1, 4);
-		fuzz_base_fds = fuzz_count_fds();
+		fuzz_base_fds = fuzz_fds_count();
 	}
 	int fd = fuzz_connect();
 	if (!(size > 0 && (data[0] & 4)))
@@ -235,15 +192,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	/* A session parked on a libuv worker is freed when its work comes
 	 * back: wait for that (bounded), not a fixed time. */
-	unsigned fds = fuzz_count_fds();
+	unsigned fds = fuzz_fds_count();
 	for (unsigned i = 0; i < 2000 && fds != fuzz_base_fds; i++) {
 		usleep(100);
 		fuzz_spin(-1, 1);
-		fds = fuzz_count_fds();
+		fds = fuzz_fds_count();
 	}
 	if (fds != fuzz_base_fds) {
 		fprintf(stderr, "fuzz: %u fds, %u at start\n", fds, fuzz_base_fds);
-		fuzz_list_fds();
+		fuzz_fds_list();
 		abort();
 	}
 	return 0;
