@@ -426,8 +426,6 @@ TEST(close_wakes_a_dispatch_that_waits_forever)
 
 TEST(event_thread_starts_once_and_stops_at_close)
 {
-	struct timespec t0, t1;
-
 	integ_start("256M");
 	vram_client *c = integ_connect("unit");
 	ASSERT_OK(vram_client_start_thread(c));
@@ -436,12 +434,10 @@ TEST(event_thread_starts_once_and_stops_at_close)
 	 * dispatch finds the reader role taken. */
 	ASSERT_OK(vram_ping(c));
 	ASSERT_EQ(vram_client_dispatch(c, 0), 0);
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* Close joins the thread: one that never stopped would hang here
+	 * until the runner's timeout fails the case (no clock is read: a
+	 * timed assertion fails on a loaded machine). */
 	vram_client_close(c);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	ASSERT_LT((t1.tv_sec - t0.tv_sec) * 1000 +
-			  (t1.tv_nsec - t0.tv_nsec) / 1000000,
-		  1000);
 	integ_stop(); /* the session ended at the daemon */
 }
 
