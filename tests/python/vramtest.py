@@ -99,6 +99,9 @@ class Daemon:
         raise RuntimeError(f"vramd was not ready within {timeout} s:\n{self.log()}")
 
     def log(self):
+        # After stop() the folder is gone: the tail read then is kept.
+        if getattr(self, "_final_log", None) is not None:
+            return self._final_log
         try:
             with open(self.log_path, "rb") as f:
                 return f.read()[-65536:].decode("utf-8", "replace")
@@ -131,6 +134,8 @@ class Daemon:
             self._log.close()
         except Exception:
             pass
+        self._final_log = None
+        self._final_log = self.log()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
