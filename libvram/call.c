@@ -7,7 +7,11 @@
  * A thread that waits for a response becomes the reader if nobody is, and
  * otherwise sleeps on the client's condition variable until its response
  * has been delivered or the role is free. vram_client_dispatch() takes the
- * role when it is free; the event thread holds it for as long as it runs.
+ * role when it is free; the event thread holds it while no call waits:
+ * a call that finds the event thread reading asks for the role (wakes it
+ * through wake_fd) and reads its own response, so that the answer wakes
+ * the caller alone instead of the event thread, which then wakes the
+ * caller. The hand-over happens while the daemon works on the request.
  * The reader drops the client's lock only while it reads or polls, so
  * frames are handled in the order they came, with the lock held.
  */
@@ -52,24 +56,29 @@ static uint64_t call_next_id(struct vram_client *c)
 	return c->next_id++;
 }
 
+/* Requests this small are packed on the stack (nearly all are). */
+#define CALL_PACK_STACK 512
+
 /* Writes one request frame. Requests carry no fds. Does not need c->lock;
  * takes send_lock. */
 static int call_write(struct vram_client *c, const Vram__Request *req)
 {
+	uint8_t small[CALL_PACK_STACK];
 	size_t len = vram__request__get_packed_size(req);
 	uint8_t *buf;
 	int r;
 
 	if (len > WIRE_MAX_PAYLOAD)
 		return -EMSGSIZE;
-	buf = malloc(len ? len : 1);
+	buf = len <= sizeof(small) ? small : malloc(len);
 	if (!buf)
 		return -ENOMEM;
 	vram__request__pack(req, buf);
 	pthread_mutex_lock(&c->send_lock);
 	r = sock_send(c->sock, buf, len, NULL, 0);
 	pthread_mutex_unlock(&c->send_lock);
-	free(buf);
+	if (buf != small)
+		free(buf);
 	return r;
 }
 
@@ -260,6 +269,9 @@ static int call_drain(struct vram_client *c)
 static int call_pump(struct vram_client *c, enum pump_mode mode,
 		     const struct call *want, int64_t deadline)
 {
+	/* A call's request went out a moment ago: its answer is not there
+	 * yet, so poll first rather than read for an EAGAIN. */
+	bool fresh = mode == PUMP_CALL;
 	int handled = 0;
 
 	for (;;) {
@@ -270,9 +282,14 @@ static int call_pump(struct vram_client *c, enum pump_mode mode,
 			return handled;
 		if (mode != PUMP_CALL && c->stopping)
 			return handled;
+		if (mode == PUMP_THREAD && c->want_reader)
+			return handled; /* a call reads its own answer */
 
 		pthread_mutex_unlock(&c->lock);
-		int r = wire_rx_read(&c->rx, c->sock);
+		int r = fresh && remaining_ms(deadline) != 0 ?
+				-EAGAIN :
+				wire_rx_read(&c->rx, c->sock);
+		fresh = false;
 		if (r == -EAGAIN || r == -EINTR) {
 			int wait = remaining_ms(deadline);
 			if ((mode == PUMP_DISPATCH && handled > 0) ||
@@ -307,11 +324,25 @@ static int call_pump(struct vram_client *c, enum pump_mode mode,
 	}
 }
 
+/* Gives back a call's request for the reader role; the event thread,
+ * waiting for no call to want it, reads again once none does. */
+static void call_unask(struct vram_client *c)
+{
+	if (--c->want_reader == 0 && !c->reader)
+		pthread_cond_broadcast(&c->cond);
+}
+
 /* Waits for call's response, as the reader or asleep. c->lock held. */
 static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 {
+	bool asked = false; /* counted in want_reader */
+
 	while (!call->done) {
 		if (!c->reader) {
+			if (asked) {
+				asked = false;
+				c->want_reader--;
+			}
 			c->reader = true;
 			int r = call_pump(c, PUMP_CALL, call, deadline);
 			c->reader = false;
@@ -320,7 +351,15 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 				call_unlink(c, call);
 				return -ETIMEDOUT;
 			}
-		} else if (deadline < 0) {
+			continue;
+		}
+		if (c->thread_reads && !asked) {
+			/* The event thread reads: it hands the role over. */
+			asked = true;
+			c->want_reader++;
+			call_wake(c);
+		}
+		if (deadline < 0) {
 			pthread_cond_wait(&c->cond, &c->lock);
 		} else {
 			struct timespec ts = {
@@ -329,11 +368,15 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 			};
 			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 			if (!call->done && remaining_ms(deadline) == 0) {
+				if (asked)
+					call_unask(c);
 				call_unlink(c, call);
 				return -ETIMEDOUT;
 			}
 		}
 	}
+	if (asked)
+		call_unask(c);
 	return call->err;
 }
 
@@ -445,12 +488,14 @@ static void *call_thread_main(void *arg)
 			c->reconnect(c);
 			continue;
 		}
-		if (c->broken || c->reader) {
+		if (c->broken || c->reader || c->want_reader) {
 			pthread_cond_wait(&c->cond, &c->lock);
 			continue;
 		}
 		c->reader = true;
+		c->thread_reads = true;
 		call_pump(c, PUMP_THREAD, NULL, -1);
+		c->thread_reads = false;
 		c->reader = false;
 		pthread_cond_broadcast(&c->cond);
 	}
