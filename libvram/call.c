@@ -7,11 +7,10 @@
  * A thread that waits for a response becomes the reader if nobody is, and
  * otherwise sleeps on the client's condition variable until its response
  * has been delivered or the role is free. vram_client_dispatch() takes the
- * role when it is free; the event thread holds it while no call waits:
- * a call that finds the event thread reading asks for the role (wakes it
- * through wake_fd) and reads its own response, so that the answer wakes
- * the caller alone instead of the event thread, which then wakes the
- * caller. The hand-over happens while the daemon works on the request.
+ * role when it is free; the event thread holds it for as long as it runs.
+ * (A call taking the role over from the event thread, to read its own
+ * answer with one wake-up instead of two, measured slower on a 2-core
+ * machine: docs/results/control-path-2026-12-01.md.)
  * The reader drops the client's lock only while it reads or polls, so
  * frames are handled in the order they came, with the lock held.
  */
@@ -282,8 +281,6 @@ static int call_pump(struct vram_client *c, enum pump_mode mode,
 			return handled;
 		if (mode != PUMP_CALL && c->stopping)
 			return handled;
-		if (mode == PUMP_THREAD && c->want_reader)
-			return handled; /* a call reads its own answer */
 
 		pthread_mutex_unlock(&c->lock);
 		int r = fresh && remaining_ms(deadline) != 0 ?
@@ -324,25 +321,11 @@ static int call_pump(struct vram_client *c, enum pump_mode mode,
 	}
 }
 
-/* Gives back a call's request for the reader role; the event thread,
- * waiting for no call to want it, reads again once none does. */
-static void call_unask(struct vram_client *c)
-{
-	if (--c->want_reader == 0 && !c->reader)
-		pthread_cond_broadcast(&c->cond);
-}
-
 /* Waits for call's response, as the reader or asleep. c->lock held. */
 static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 {
-	bool asked = false; /* counted in want_reader */
-
 	while (!call->done) {
 		if (!c->reader) {
-			if (asked) {
-				asked = false;
-				c->want_reader--;
-			}
 			c->reader = true;
 			int r = call_pump(c, PUMP_CALL, call, deadline);
 			c->reader = false;
@@ -351,15 +334,7 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 				call_unlink(c, call);
 				return -ETIMEDOUT;
 			}
-			continue;
-		}
-		if (c->thread_reads && !asked) {
-			/* The event thread reads: it hands the role over. */
-			asked = true;
-			c->want_reader++;
-			call_wake(c);
-		}
-		if (deadline < 0) {
+		} else if (deadline < 0) {
 			pthread_cond_wait(&c->cond, &c->lock);
 		} else {
 			struct timespec ts = {
@@ -368,15 +343,11 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 			};
 			pthread_cond_timedwait(&c->cond, &c->lock, &ts);
 			if (!call->done && remaining_ms(deadline) == 0) {
-				if (asked)
-					call_unask(c);
 				call_unlink(c, call);
 				return -ETIMEDOUT;
 			}
 		}
 	}
-	if (asked)
-		call_unask(c);
 	return call->err;
 }
 
@@ -488,14 +459,12 @@ static void *call_thread_main(void *arg)
 			c->reconnect(c);
 			continue;
 		}
-		if (c->broken || c->reader || c->want_reader) {
+		if (c->broken || c->reader) {
 			pthread_cond_wait(&c->cond, &c->lock);
 			continue;
 		}
 		c->reader = true;
-		c->thread_reads = true;
 		call_pump(c, PUMP_THREAD, NULL, -1);
-		c->thread_reads = false;
 		c->reader = false;
 		pthread_cond_broadcast(&c->cond);
 	}

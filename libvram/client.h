@@ -45,8 +45,6 @@ struct vram_client {
 	uint64_t next_id;
 	struct call *calls; /* waiting for their response */
 	bool reader;	    /* some thread holds the reader role */
-	bool thread_reads;  /* ... and it is the event thread */
-	unsigned want_reader; /* callers asking the event thread for it */
 	bool broken;	    /* the connection is gone: -EPIPE */
 	bool stopping;	    /* the event thread must exit */
 	bool closing;
