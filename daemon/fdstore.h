@@ -16,7 +16,10 @@
  * and later set FDSTORE to FileDescriptorStoreMax=, and vramd.service sets
  * it too for older systemd. fdstore_sync runs before anything is sent to a
  * client (session.h's send hook), so a client never holds an fd the store
- * does not, and the table stored always names what the store holds. */
+ * does not, and the table stored always names what the store holds; only
+ * a ping's answer, which tells nothing of the pools, goes without (the
+ * server's hook). It costs little when nothing changed: see
+ * fdstore_sync. */
 #ifndef VRAMD_FDSTORE_H
 #define VRAMD_FDSTORE_H
 
