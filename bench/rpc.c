@@ -20,6 +20,7 @@
  *                 during the run, so that per-request work that walks the
  *                 pool table shows (default 0)
  *   BENCH_ONLY    "ping" or "transition": run those rows alone
+ *   BENCH_CLIENTS 1 or 64: run the rows of that many clients alone
  *   BENCH_THREAD  1: every client runs libvram's event thread (as the
  *                 Python package and the preload library do), so that
  *                 the answers come through the hand-over of the reader
@@ -210,6 +211,8 @@ int main(void)
 	const char *only = getenv("BENCH_ONLY");
 	bool pings = !only || !*only || strcmp(only, "ping") == 0;
 	bool transitions = !only || !*only || strcmp(only, "transition") == 0;
+	int clients = env_int("BENCH_CLIENTS", 0);
+	bool one = clients != 64, many = clients != 1;
 	vram_client *holder = NULL;
 	static vram_pool *idle[MAX_IDLE_POOLS];
 	int r;
@@ -251,19 +254,16 @@ int main(void)
 	       "---------", "----------", "-----------", "-----------",
 	       "-----------", "------------", "-----------");
 	r = 0;
-	if (pings) {
+	if (pings && one)
 		r = run(d.pid, "ping", 0, 1, iters);
-		if (!r)
-			r = run(d.pid, "ping", 0, 64,
-				iters / 8 > 0 ? iters / 8 : 1);
-	}
-	if (transitions && !r) {
+	if (pings && many && !r)
+		r = run(d.pid, "ping", 0, 64, iters / 8 > 0 ? iters / 8 : 1);
+	if (transitions && one && !r)
 		r = run(d.pid, "pause+resume 4 MiB", 1, 1,
 			iters / 5 > 0 ? iters / 5 : 1);
-		if (!r)
-			r = run(d.pid, "pause+resume 4 MiB", 1, 64,
-				iters / 40 > 0 ? iters / 40 : 1);
-	}
+	if (transitions && many && !r)
+		r = run(d.pid, "pause+resume 4 MiB", 1, 64,
+			iters / 40 > 0 ? iters / 40 : 1);
 	for (int i = 0; i < n_idle; i++)
 		vram_pool_close(idle[i]);
 	vram_client_close(holder);

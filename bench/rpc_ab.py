@@ -51,13 +51,18 @@ def main():
     ap.add_argument("new")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=4000)
+    ap.add_argument("--configs", default="",
+                    help="comma-separated indexes into %s (default all)"
+                    % [c[0] for c in CONFIGS])
     a = ap.parse_args()
+    configs = CONFIGS if not a.configs else [
+        CONFIGS[int(i)] for i in a.configs.split(",")]
     new_bench = os.path.join(a.new, "bench", "rpc")
     old_bench = os.path.join(a.old, "bench", "rpc.ab")
     shutil.copy2(new_bench, old_bench)
     print("bench/rpc_ab: %d rounds of BENCH_ITERS=%d, old %s, new %s; "
           "medians (us, calls/s), new/old" % (a.rounds, a.iters, a.old, a.new))
-    for name, extra in CONFIGS:
+    for name, extra in configs:
         got = {"old": [], "new": []}
         for _ in range(a.rounds):
             got["old"].append(run_once(a.old, old_bench, extra, a.iters))
