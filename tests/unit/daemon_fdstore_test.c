@@ -142,9 +142,6 @@ struct world {
 	struct fdstore store;
 };
 
-static int owner_tag;
-#define OWNER ((struct session *)&owner_tag)
-
 static void world_open(struct world *w)
 {
 	struct backend_config cfg = { .name = "host",
@@ -169,8 +166,7 @@ static struct pool *world_pool(struct world *w, const char *name,
 	unsigned first;
 
 	ASSERT_OK(pool_create(w->node.next_pool_id++, name, "t", 0,
-			      POOL_DISCARD, 0, 64 * MiB, NULL, OWNER, &who,
-			      &p));
+			      POOL_DISCARD, 0, 64 * MiB, NULL, NULL, &who, &p));
 	ASSERT_OK(node_pool_add(&w->node, p));
 	ASSERT_OK(pool_grow(p, w->b, bytes, 2 * MiB, 64, &first));
 	return p;
