@@ -1,30 +1,51 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Control-path benchmark: round-trip latency of a no-op request (ping) and
- * of pause + resume of a small pool, with 1 and 64 concurrent clients, each
- * on its own connection. Starts its own vramd (host backend) through the
- * test harness, so the figures are the daemon's and the library's, not a
- * device's. Prints a table of p50/p99 in microseconds and the throughput.
+ * of pause + resume of a small discard pool, with 1 and 64 concurrent
+ * clients, each on its own connection. Starts its own vramd (host backend)
+ * through the test harness, so the figures are the daemon's and the
+ * library's, not a device's. Prints a table of p50/p99 in microseconds,
+ * the throughput, and the CPU time the daemon's loop thread spent per call
+ * (from /proc/PID/schedstat: on a shared machine it moves far less than
+ * the latencies do).
  *
  *   make bench                      (or: VRAMD_BIN=build/vramd build/bench/rpc)
  *   BENCH_ITERS=20000 build/bench/rpc
+ *
+ * Settings, from the environment:
+ *   BENCH_ITERS   iterations of one client (default 5000; 64 clients make
+ *                 an eighth each, pause+resume a fifth and a fortieth)
+ *   BENCH_STORE   1: run the daemon with an fd store, as systemd's unit
+ *                 does (every pool and chunk kept across a restart)
+ *   BENCH_POOLS   idle pools (one 4 MiB chunk each) another client holds
+ *                 during the run, so that per-request work that walks the
+ *                 pool table shows (default 0)
+ *   BENCH_ONLY    "ping" or "transition": run those rows alone
+ *   BENCH_CLIENTS 1 or 64: run the rows of that many clients alone
+ *   BENCH_THREAD  1: every client runs libvram's event thread (as the
+ *                 Python package and the preload library do), so that
+ *                 the answers come through the hand-over of the reader
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "vram.h"
 
 #define MAX_CLIENTS 64
+#define MAX_IDLE_POOLS 4096
 
 struct worker {
 	pthread_t thread;
 	int index;
 	int mode; /* 0 ping, 1 pause+resume */
 	int iters;
+	bool with_thread;
 	double *lat_us;
 	int err;
 	pthread_barrier_t *start;
@@ -43,31 +64,61 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The CPU time the daemon's loop thread (its main thread) has used so far,
+ * in microseconds, from /proc/PID/schedstat (nanoseconds), or -1. */
+static double cpu_us(pid_t pid)
+{
+	char path[64];
+	unsigned long long ns;
+	FILE *f;
+	int n;
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	n = fscanf(f, "%llu", &ns);
+	fclose(f);
+	return n == 1 ? (double)ns / 1e3 : -1;
+}
+
+static int pool_make(vram_client *c, const char *name, vram_pool **p)
+{
+	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
+	int r;
+
+	o.name = name;
+	o.tag = "bench";
+	o.policy = VRAM_POLICY_DISCARD;
+	o.reserve_bytes = 64ull << 20;
+	r = vram_pool_create(c, &o, p);
+	if (r == 0)
+		r = vram_pool_reserve(*p, 4ull << 20);
+	return r;
+}
+
 static void *worker_run(void *arg)
 {
 	struct worker *w = arg;
 	vram_client *c = NULL;
 	vram_pool *p = NULL;
 	char name[64];
+	bool started = false;
 	int r;
 
 	r = vram_connect(NULL, "bench-rpc", 0, &c);
+	if (r == 0 && w->with_thread)
+		r = vram_client_start_thread(c);
 	if (r < 0)
 		goto fail;
 	if (w->mode == 1) {
-		struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
 		snprintf(name, sizeof(name), "bench.%d", w->index);
-		o.name = name;
-		o.tag = "bench";
-		o.policy = VRAM_POLICY_DISCARD;
-		o.reserve_bytes = 64ull << 20;
-		r = vram_pool_create(c, &o, &p);
-		if (r == 0)
-			r = vram_pool_reserve(p, 4ull << 20);
+		r = pool_make(c, name, &p);
 		if (r < 0)
 			goto fail;
 	}
 	pthread_barrier_wait(w->start);
+	started = true;
 	for (int i = 0; i < w->iters; i++) {
 		double t0 = now_us();
 		if (w->mode == 0) {
@@ -88,13 +139,18 @@ fail:
 	w->err = r;
 	fprintf(stderr, "bench client %d: %s (%s)\n", w->index, strerror(-r),
 		vram_last_error());
+	/* The others wait at the barrier for everyone. */
+	if (!started)
+		pthread_barrier_wait(w->start);
 	vram_pool_close(p);
 	vram_client_close(c);
 	return NULL;
 }
 
 /* Runs n clients for iters each; prints one table row. */
-static int run(const char *what, int mode, int n, int iters)
+static bool bench_thread;
+
+static int run(pid_t daemon, const char *what, int mode, int n, int iters)
 {
 	struct worker w[MAX_CLIENTS];
 	pthread_barrier_t start;
@@ -105,12 +161,16 @@ static int run(const char *what, int mode, int n, int iters)
 		return -ENOMEM;
 	pthread_barrier_init(&start, NULL, (unsigned)n + 1);
 	for (int i = 0; i < n; i++) {
-		w[i] = (struct worker){ .index = i, .mode = mode, .iters = iters,
+		w[i] = (struct worker){ .index = i,
+					.mode = mode,
+					.iters = iters,
+					.with_thread = bench_thread,
 					.lat_us = all + (size_t)i * iters,
 					.start = &start };
 		pthread_create(&w[i].thread, NULL, worker_run, &w[i]);
 	}
 	pthread_barrier_wait(&start);
+	double cpu0 = cpu_us(daemon);
 	double t0 = now_us();
 	for (int i = 0; i < n; i++) {
 		pthread_join(w[i].thread, NULL);
@@ -118,46 +178,95 @@ static int run(const char *what, int mode, int n, int iters)
 			err = w[i].err;
 	}
 	double wall = now_us() - t0;
+	double cpu1 = cpu_us(daemon);
 	pthread_barrier_destroy(&start);
 	if (!err) {
 		size_t total = (size_t)n * iters;
 		qsort(all, total, sizeof(double), cmp_double);
-		printf("| %-22s | %7d | %8zu | %9.1f | %9.1f | %9.1f | %10.0f |\n",
+		printf("| %-22s | %7d | %8zu | %9.1f | %9.1f | %9.1f | %10.0f | %9.2f |\n",
 		       what, n, total, all[total / 2], all[total * 99 / 100],
-		       all[total - 1], total / (wall / 1e6));
+		       all[total - 1], total / (wall / 1e6),
+		       cpu0 >= 0 && cpu1 >= 0 ? (cpu1 - cpu0) / (double)total :
+						-1.0);
 	}
 	free(all);
 	return err;
 }
 
+static int env_int(const char *name, int def)
+{
+	const char *v = getenv(name);
+	return v && *v ? atoi(v) : def;
+}
+
 int main(void)
 {
 	struct harness_daemon d;
-	const char *const extra[] = { "--log-level", "warn", "--host-capacity", "4G",
+	const char *const extra[] = { "--log-level", "warn",  "--host-capacity",
+				      "64G",	     "--set", "max_pools=8192",
 				      NULL };
-	int iters = getenv("BENCH_ITERS") ? atoi(getenv("BENCH_ITERS")) : 5000;
+	int iters = env_int("BENCH_ITERS", 5000);
+	int store = env_int("BENCH_STORE", 0);
+	int n_idle = env_int("BENCH_POOLS", 0);
+	const char *only = getenv("BENCH_ONLY");
+	bool pings = !only || !*only || strcmp(only, "ping") == 0;
+	bool transitions = !only || !*only || strcmp(only, "transition") == 0;
+	int clients = env_int("BENCH_CLIENTS", 0);
+	bool one = clients != 64, many = clients != 1;
+	vram_client *holder = NULL;
+	static vram_pool *idle[MAX_IDLE_POOLS];
 	int r;
 
+	bench_thread = env_int("BENCH_THREAD", 0) != 0;
 	if (iters <= 0)
 		iters = 5000;
-	r = harness_daemon_start(&d, extra);
+	if (n_idle < 0 || n_idle > MAX_IDLE_POOLS)
+		n_idle = MAX_IDLE_POOLS;
+	r = store ? harness_daemon_start_store(&d, extra,
+					       (unsigned)(n_idle + 256) * 4) :
+		    harness_daemon_start(&d, extra);
 	if (r < 0) {
 		fprintf(stderr, "cannot start vramd: %s\n", strerror(-r));
 		return 1;
 	}
-	printf("bench/rpc: vramd %s on the host backend, %d iterations per client\n\n",
-	       vram_version(), iters);
-	printf("| %-22s | %7s | %8s | %9s | %9s | %9s | %10s |\n", "operation",
-	       "clients", "calls", "p50 us", "p99 us", "max us", "calls/s");
-	printf("|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------", "---------",
-	       "----------", "-----------", "-----------", "-----------", "------------");
-	r = run("ping", 0, 1, iters);
-	if (!r)
-		r = run("ping", 0, 64, iters / 8 > 0 ? iters / 8 : 1);
-	if (!r)
-		r = run("pause+resume 4 MiB", 1, 1, iters / 5 > 0 ? iters / 5 : 1);
-	if (!r)
-		r = run("pause+resume 4 MiB", 1, 64, iters / 40 > 0 ? iters / 40 : 1);
+	if (n_idle) {
+		r = vram_connect(NULL, "bench-rpc-idle", 0, &holder);
+		for (int i = 0; r == 0 && i < n_idle; i++) {
+			char name[64];
+			snprintf(name, sizeof(name), "idle.%d", i);
+			r = pool_make(holder, name, &idle[i]);
+		}
+		if (r < 0) {
+			fprintf(stderr, "cannot make the idle pools: %s (%s)\n",
+				strerror(-r), vram_last_error());
+			harness_daemon_stop(&d);
+			return 1;
+		}
+	}
+	printf("bench/rpc: vramd %s on the host backend, %d iterations per client, "
+	       "fd store %s, %d idle pools, event thread %s\n\n",
+	       vram_version(), iters, store ? "on" : "off", n_idle,
+	       bench_thread ? "on" : "off");
+	printf("| %-22s | %7s | %8s | %9s | %9s | %9s | %10s | %9s |\n",
+	       "operation", "clients", "calls", "p50 us", "p99 us", "max us",
+	       "calls/s", "vramd us");
+	printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", "------------------------",
+	       "---------", "----------", "-----------", "-----------",
+	       "-----------", "------------", "-----------");
+	r = 0;
+	if (pings && one)
+		r = run(d.pid, "ping", 0, 1, iters);
+	if (pings && many && !r)
+		r = run(d.pid, "ping", 0, 64, iters / 8 > 0 ? iters / 8 : 1);
+	if (transitions && one && !r)
+		r = run(d.pid, "pause+resume 4 MiB", 1, 1,
+			iters / 5 > 0 ? iters / 5 : 1);
+	if (transitions && many && !r)
+		r = run(d.pid, "pause+resume 4 MiB", 1, 64,
+			iters / 40 > 0 ? iters / 40 : 1);
+	for (int i = 0; i < n_idle; i++)
+		vram_pool_close(idle[i]);
+	vram_client_close(holder);
 	harness_daemon_stop(&d);
 	return r ? 1 : 0;
 }

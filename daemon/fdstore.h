@@ -16,7 +16,10 @@
  * and later set FDSTORE to FileDescriptorStoreMax=, and vramd.service sets
  * it too for older systemd. fdstore_sync runs before anything is sent to a
  * client (session.h's send hook), so a client never holds an fd the store
- * does not, and the table stored always names what the store holds. */
+ * does not, and the table stored always names what the store holds; only
+ * a ping's answer, which tells nothing of the pools, goes without (the
+ * server's hook). It costs little when nothing changed: see
+ * fdstore_sync. */
 #ifndef VRAMD_FDSTORE_H
 #define VRAMD_FDSTORE_H
 
@@ -35,6 +38,7 @@ struct fdstore_entry {
 	int fd; /* the daemon's fd it was stored from, -1 if not kept */
 	dev_t dev;
 	ino_t ino;
+	uint64_t serial; /* the chunk's creation (struct chunk), 0: unknown */
 	bool seen;
 };
 
@@ -47,8 +51,18 @@ struct fdstore {
 	uint64_t table_gen;
 	char table_name[FDSTORE_NAME_MAX]; /* "" when none is stored */
 	struct table_buf last;		   /* the table stored last */
+	struct table_buf scratch;	   /* where the next one is built */
 	uint64_t failures;		   /* messages systemd did not take */
 	bool full_logged;
+	/* What the last complete pass over the fds saw: while the backend's
+	 * chunk generation, the pool count and the next pool id are the same
+	 * (pool ids are never used twice, a backup fd lives as long as its
+	 * pool), every fd the node holds is in the store already and the
+	 * pass is skipped. */
+	bool fds_known;
+	uint64_t fds_chunk_gen, fds_next_pool;
+	unsigned fds_pools;
+	uint64_t fd_passes; /* passes made over every fd, for tests */
 };
 
 /* Reads $FDSTORE and $NOTIFY_SOCKET: s->on says whether the store is
@@ -70,7 +84,10 @@ int fdstore_put(struct fdstore *s, const char *name, int fd);
 
 /* Brings the store in step with the node: stores the fds it holds and
  * the store lacks, a new table if it changed, then removes what the node
- * no longer holds. No-op when off or frozen. */
+ * no longer holds. No-op when off or frozen. The pass over the fds (an
+ * fstat each) runs only when a chunk fd was made or let go or the pool
+ * set changed since the last one; the table is built each time and
+ * stored only when it differs. */
 void fdstore_sync(struct fdstore *s, struct node *n);
 
 #endif

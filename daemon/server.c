@@ -35,12 +35,17 @@ static void server_status_line(struct server *srv, char *buf, size_t len)
  * process). */
 static struct server *server_stored;
 
+/* Set while a ping is handled: its answer tells nothing of the pools, so
+ * it needs no sync (what changed before it reaches the store with the
+ * next answer that does tell, or the status timer's sync). */
+static bool server_answer_stateless;
+
 /* Puts the pools on record, then lets go of what only the record kept
  * needed (backups a resume left due): before anything is sent, so that a
  * reply never tells of a state the store does not hold. */
 static void server_sync(void)
 {
-	if (!server_stored)
+	if (!server_stored || server_answer_stateless)
 		return;
 	fdstore_sync(&server_stored->store, &server_stored->node);
 	node_release_backups(&server_stored->node);
@@ -209,7 +214,9 @@ static bool server_frame(struct server *srv, struct session *s,
 	if (request_needs_settled(req) && !backend_settled(srv->node.backend) &&
 	    server_park(srv, s, req))
 		return true;
+	server_answer_stateless = req->body_case == VRAM__REQUEST__BODY_PING;
 	int r = request_handle(srv, s, req);
+	server_answer_stateless = false;
 	vram__request__free_unpacked(req, NULL);
 	if (s->hello_done && s->acct.hello_pending)
 		limit_hello_done(&srv->limits, &s->acct);
@@ -247,12 +254,19 @@ static bool server_frames(struct server *srv, struct session *s)
 	return false;
 }
 
+/* A read shorter than this took all the socket held: requests are small,
+ * and the wire asks for at least 8 KiB a read. */
+#define SERVER_SHORT_READ 4096
+
 static void server_read(struct server *srv, struct session *s)
 {
 	/* Frames left from before a request was put off come first. */
 	if (!server_frames(srv, s))
 		return;
-	/* Bounded work per wake-up so one busy client cannot starve others. */
+	/* Bounded work per wake-up so one busy client cannot starve others.
+	 * After a short read the socket was empty: the next read would only
+	 * say EAGAIN, and libuv's poll is level-triggered, so whatever comes
+	 * meanwhile wakes the loop again. One recvmsg per request, not two. */
 	for (int round = 0; round < 16; round++) {
 		int r = wire_rx_read(&s->rx, s->fd);
 		if (r == -EAGAIN)
@@ -266,7 +280,7 @@ static void server_read(struct server *srv, struct session *s)
 								 : "read failed");
 			return;
 		}
-		if (!server_frames(srv, s))
+		if (!server_frames(srv, s) || r < SERVER_SHORT_READ)
 			return;
 	}
 }

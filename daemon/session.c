@@ -148,9 +148,14 @@ void session_flush(struct session *s)
 
 void (*session_before_send)(void);
 
+/* Most messages (answers, small events) are packed on the stack: the
+ * queue copies them anyway. */
+#define SESSION_PACK_STACK 1024
+
 static void session_send(struct session *s, Vram__ServerMsg *msg,
 			 const int *fds, unsigned nfds)
 {
+	uint8_t small[SESSION_PACK_STACK];
 	size_t len;
 	uint8_t *buf;
 	int r;
@@ -161,7 +166,7 @@ static void session_send(struct session *s, Vram__ServerMsg *msg,
 	if (s->closing || s->broken)
 		return;
 	len = vram__server_msg__get_packed_size(msg);
-	buf = malloc(len ? len : 1);
+	buf = len <= sizeof(small) ? small : malloc(len);
 	if (!buf) {
 		session_close_later(s, "out of memory");
 		return;
@@ -173,7 +178,8 @@ static void session_send(struct session *s, Vram__ServerMsg *msg,
 		r = -ENOBUFS; /* a slow reader: dropped, as on a crash */
 	else
 		r = wire_tx_queue(&s->tx, buf, len, fds, nfds);
-	free(buf);
+	if (buf != small)
+		free(buf);
 	session_account(s);
 	if (r < 0) {
 		log_warn("session %llu (pid %u): cannot send: %s",

@@ -88,44 +88,44 @@ static void get_identity(const unsigned char *in, struct identity *who)
 void table_put_pool(struct table_buf *b, const struct pool *p,
 		    uint64_t owner_sid)
 {
-	struct table_buf f = { 0 };
 	unsigned char id[IDENTITY_LEN + 1];
+	uint32_t len = 0;
+	size_t at = b->len;
 
-	put_u64(&f, TABLE_ID, p->id);
-	table_put_field(&f, TABLE_NAME, 0, p->name, (uint32_t)strlen(p->name));
-	table_put_field(&f, TABLE_TAG, 0, p->tag, (uint32_t)strlen(p->tag));
-	put_u32(&f, TABLE_DEVICE, p->device);
-	put_u32(&f, TABLE_POLICY, p->policy);
-	put_u32(&f, TABLE_FLAGS, p->flags);
-	put_u64(&f, TABLE_RESERVE, p->reserve);
-	put_u32(&f, TABLE_STATE, p->state);
-	put_u64(&f, TABLE_BYTES, p->bytes);
-	put_u64(&f, TABLE_BACKUP, p->backup_valid ? p->bytes : 0);
+	/* The record's length goes first: written as 0, set once the fields
+	 * are in (straight into b, with no buffer of its own). */
+	buf_put(b, &len, 4);
+	put_u64(b, TABLE_ID, p->id);
+	table_put_field(b, TABLE_NAME, 0, p->name, (uint32_t)strlen(p->name));
+	table_put_field(b, TABLE_TAG, 0, p->tag, (uint32_t)strlen(p->tag));
+	put_u32(b, TABLE_DEVICE, p->device);
+	put_u32(b, TABLE_POLICY, p->policy);
+	put_u32(b, TABLE_FLAGS, p->flags);
+	put_u64(b, TABLE_RESERVE, p->reserve);
+	put_u32(b, TABLE_STATE, p->state);
+	put_u64(b, TABLE_BYTES, p->bytes);
+	put_u64(b, TABLE_BACKUP, p->backup_valid ? p->bytes : 0);
 	/* An orphan's too (pid 0): its uid scopes its name and its rights
 	 * (an older table without it gives the pool to uid 0). */
 	put_identity(id, &p->owner_id);
-	table_put_field(&f, TABLE_OWNER, 0, id, IDENTITY_LEN);
-	put_u64(&f, TABLE_OWNER_SID, owner_sid);
+	table_put_field(b, TABLE_OWNER, 0, id, IDENTITY_LEN);
+	put_u64(b, TABLE_OWNER_SID, owner_sid);
 	for (unsigned i = 0; i < p->n_chunks; i++) {
 		unsigned char c[17];
 		memcpy(c, &p->chunks[i].offset, 8);
 		memcpy(c + 8, &p->chunks[i].size, 8);
 		c[16] = p->chunks[i].fd >= 0;
-		table_put_field(&f, TABLE_CHUNK, 0, c, sizeof(c));
+		table_put_field(b, TABLE_CHUNK, 0, c, sizeof(c));
 	}
 	for (const struct mapper *m = p->mappers; m; m = m->next) {
 		put_identity(id, &m->who);
 		id[IDENTITY_LEN] = m->readonly;
-		table_put_field(&f, TABLE_MAPPER, 0, id, IDENTITY_LEN + 1);
+		table_put_field(b, TABLE_MAPPER, 0, id, IDENTITY_LEN + 1);
 	}
-	if (f.err) {
-		b->err = f.err;
-	} else {
-		uint32_t len = (uint32_t)f.len;
-		buf_put(b, &len, 4);
-		buf_put(b, f.data, f.len);
-	}
-	table_buf_free(&f);
+	if (b->err)
+		return;
+	len = (uint32_t)(b->len - at - 4);
+	memcpy(b->data + at, &len, 4);
 }
 
 static uint64_t get_uint(const unsigned char *d, uint32_t len)

@@ -256,7 +256,7 @@ static void transition_free_cb(uv_handle_t *h)
 /* Counts each pool's part and, for a pause, what each device released
  * against what it was expected to, then publishes the metrics before the
  * answer goes out: a scrape after the answer sees them. */
-static void transition_count(struct transition *t)
+static void transition_count(struct transition *t, const bool *free_known)
 {
 	struct node *node = t->node;
 	struct backend *b = node->backend;
@@ -270,12 +270,12 @@ static void transition_count(struct transition *t)
 		if (!t->resume && it->err == 0 && it->device < BACKEND_MAX_DEVICES)
 			expected[it->device] += it->bytes;
 	}
+	/* The free memory after is the reply's, read once (NVML on CUDA). */
 	for (unsigned d = 0; d < b->n_devices && !t->resume; d++) {
-		uint64_t free_now = 0;
-		if (!expected[d] || backend_mem_info(b, d, &free_now, NULL) < 0)
+		if (!expected[d] || !free_known[d])
 			continue;
 		metrics_pause_release(node->metrics, d, expected[d],
-				      t->dev_free_before[d], free_now,
+				      t->dev_free_before[d], t->dev_free_after[d],
 				      b->devices[d].granularity);
 	}
 	metrics_publish(node->metrics);
@@ -293,15 +293,17 @@ static void transition_reply(struct transition *t)
 		}
 	}
 	uint64_t free_after = 0;
+	bool free_known[BACKEND_MAX_DEVICES] = { false };
 	for (unsigned d = 0; d < node->backend->n_devices; d++) {
 		uint64_t f = 0;
-		if (backend_mem_info(node->backend, d, &f, NULL) == 0)
+		free_known[d] = backend_mem_info(node->backend, d, &f, NULL) == 0;
+		if (free_known[d])
 			free_after += f;
 		t->dev_free_after[d] = f;
 	}
 	uint64_t t_end = uv_hrtime();
 	if (node->metrics)
-		transition_count(t);
+		transition_count(t, free_known);
 	if (t->t_acked)
 		log_info("%s of %u pool(s) took %.2f ms: mappers %.2f ms, "
 			 "creating or releasing chunks %.2f ms, waiting for the "

@@ -8,6 +8,9 @@
  * otherwise sleeps on the client's condition variable until its response
  * has been delivered or the role is free. vram_client_dispatch() takes the
  * role when it is free; the event thread holds it for as long as it runs.
+ * (A call taking the role over from the event thread, to read its own
+ * answer with one wake-up instead of two, measured slower on a 2-core
+ * machine: docs/results/control-path-2026-12-01.md.)
  * The reader drops the client's lock only while it reads or polls, so
  * frames are handled in the order they came, with the lock held.
  */
@@ -52,24 +55,29 @@ static uint64_t call_next_id(struct vram_client *c)
 	return c->next_id++;
 }
 
+/* Requests this small are packed on the stack (nearly all are). */
+#define CALL_PACK_STACK 512
+
 /* Writes one request frame. Requests carry no fds. Does not need c->lock;
  * takes send_lock. */
 static int call_write(struct vram_client *c, const Vram__Request *req)
 {
+	uint8_t small[CALL_PACK_STACK];
 	size_t len = vram__request__get_packed_size(req);
 	uint8_t *buf;
 	int r;
 
 	if (len > WIRE_MAX_PAYLOAD)
 		return -EMSGSIZE;
-	buf = malloc(len ? len : 1);
+	buf = len <= sizeof(small) ? small : malloc(len);
 	if (!buf)
 		return -ENOMEM;
 	vram__request__pack(req, buf);
 	pthread_mutex_lock(&c->send_lock);
 	r = sock_send(c->sock, buf, len, NULL, 0);
 	pthread_mutex_unlock(&c->send_lock);
-	free(buf);
+	if (buf != small)
+		free(buf);
 	return r;
 }
 
@@ -260,6 +268,9 @@ static int call_drain(struct vram_client *c)
 static int call_pump(struct vram_client *c, enum pump_mode mode,
 		     const struct call *want, int64_t deadline)
 {
+	/* A call's request went out a moment ago: its answer is not there
+	 * yet, so poll first rather than read for an EAGAIN. */
+	bool fresh = mode == PUMP_CALL;
 	int handled = 0;
 
 	for (;;) {
@@ -272,7 +283,10 @@ static int call_pump(struct vram_client *c, enum pump_mode mode,
 			return handled;
 
 		pthread_mutex_unlock(&c->lock);
-		int r = wire_rx_read(&c->rx, c->sock);
+		int r = fresh && remaining_ms(deadline) != 0 ?
+				-EAGAIN :
+				wire_rx_read(&c->rx, c->sock);
+		fresh = false;
 		if (r == -EAGAIN || r == -EINTR) {
 			int wait = remaining_ms(deadline);
 			if ((mode == PUMP_DISPATCH && handled > 0) ||

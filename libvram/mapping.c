@@ -8,7 +8,6 @@
 
 #include "log.h"
 #include "mapping.h"
-#include "populate.h"
 
 int mapping_descs_from_wire(Vram__Chunk *const *chunks, size_t n,
 			    const struct wire_frame *f,
@@ -105,14 +104,7 @@ static void mapping_register(struct mapping *m)
 		m->cap_regions = cap;
 	}
 	uint64_t off = m->registered;
-	/* Pages given back since the last pin are allocated again from
-	 * several threads first; the pin would fault them in one by one. */
-	int r = populate_range(m->backup + off, end - off);
-	if (r < 0 && r != -EINVAL)
-		log_write(VRAM_LOG_DEBUG,
-			  "populating %llu bytes of backup failed (%d)",
-			  (unsigned long long)(end - off), r);
-	r = m->vmm->ops->host_register(m->vmm, m->backup + off, end - off);
+	int r = m->vmm->ops->host_register(m->vmm, m->backup + off, end - off);
 	if (r < 0) {
 		log_write(
 			VRAM_LOG_WARN,

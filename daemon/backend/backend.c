@@ -138,8 +138,10 @@ int backend_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	if (c->size == 0 || c->size % b->devices[dev].granularity)
 		return -EINVAL;
 	int r = b->ops->chunk_create(b, dev, c);
+	c->serial = ++b->chunk_gen;
 	if (r < 0) {
 		c->fd = -1;
+		c->serial = 0;
 		return r;
 	}
 	c->counted = true;
@@ -153,6 +155,7 @@ void backend_chunk_unref(struct backend *b, unsigned dev, struct chunk *c)
 	if (c->fd < 0)
 		return;
 	b->ops->chunk_release(b, dev, c);
+	b->chunk_gen++;
 	c->fd = -1;
 	c->handle = 0;
 }

@@ -31,6 +31,10 @@ struct chunk {
 	int fd;           /* exported handle, owned by the daemon, or -1 */
 	uintptr_t handle; /* backend-private, 0 if unused */
 	bool counted;     /* its bytes count in used_bytes: until released */
+	/* Which creation made fd (backend_chunk_create numbers them from 1),
+	 * so that the fd store knows an fd number for the same file without
+	 * an fstat; 0 when the fd came another way (recovered). */
+	uint64_t serial;
 };
 
 struct backend;
@@ -77,6 +81,11 @@ struct backend {
 	unsigned n_devices;
 	struct backend_device devices[BACKEND_MAX_DEVICES];
 	uint64_t used_bytes; /* bytes in chunks the daemon holds */
+	/* Counts the chunk fds made and let go (backend_chunk_create and
+	 * backend_chunk_unref): while it stands still, every chunk fd is the
+	 * file it was (the fd store checks it to skip its walk). Code that
+	 * gives a chunk an fd any other way must add one to it. */
+	uint64_t chunk_gen;
 };
 
 struct backend_config {

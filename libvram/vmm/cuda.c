@@ -44,6 +44,7 @@
 #include "cuda_driver.h"
 #include "error.h"
 #include "host_regs.h"
+#include "populate.h"
 #include "log.h"
 #include "vmm.h"
 
@@ -360,6 +361,10 @@ static int cuda_host_register(struct vmm *v, void *host, size_t len)
 	r = vc_enter(vc, vc_any_device(vc));
 	if (r < 0)
 		return r;
+	/* Pages not there yet (a backup given back since its last pin) are
+	 * faulted in from several threads first: the pin would fault them
+	 * in one by one. */
+	populate_range(host, len);
 	/* Portable: usable from every context, whichever device copies. */
 	cr = vc->cu.cuMemHostRegister(host, len, CU_MEMHOSTREGISTER_PORTABLE);
 	if (cr == CUDA_SUCCESS) {

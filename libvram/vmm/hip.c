@@ -64,6 +64,7 @@
 #include "hip_api.h"
 #include "hip.h"
 #include "host_regs.h"
+#include "populate.h"
 #include "log.h"
 #include "vmm.h"
 
@@ -835,6 +836,9 @@ static int hip_host_register(struct vmm *v, void *host, size_t len)
 
 	if (r < 0)
 		return r;
+	/* Pages not there yet are faulted in from several threads first
+	 * (see cuda_host_register). */
+	populate_range(host, len);
 	/* Portable: usable whichever device copies. */
 	e = vh->api.hipHostRegister(host, len, hipHostRegisterPortable);
 	if (e != hipSuccess)

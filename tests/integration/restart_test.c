@@ -234,6 +234,41 @@ TEST(restart_between_operations)
 	rs_end();
 }
 
+/* A ping's answer skips the store's sync (it tells nothing of the pools):
+ * what the answers before it told must still be in the store. A host pool
+ * paused and resumed has new chunks, likely under the old fd numbers; the
+ * content written after the resume, then a ping, then SIGKILL: the next
+ * vramd maps the new chunks, not the released ones. */
+TEST(sigkill_after_a_ping_keeps_what_was_answered)
+{
+	rs_start();
+	vram_client *c = integ_connect("a");
+	vram_pool *kv = integ_pool(c, "kv", "kv", VRAM_POLICY_DISCARD,
+				   VRAM_POOL_PERSIST);
+	ASSERT_OK(vram_pool_reserve(kv, 4 * MiB));
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
+				  VRAM_POOL_PERSIST);
+	ASSERT_OK(vram_pool_reserve(w, 8 * MiB));
+	integ_fill((void *)vram_pool_base(w), 8 * MiB, 21);
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	rs_expect_content(w, 8 * MiB, 21);
+	integ_fill((void *)vram_pool_base(w), 8 * MiB, 22);
+	for (int i = 0; i < 100; i++)
+		ASSERT_OK(vram_ping(c));
+
+	rs_restart(SIGKILL);
+	vram_client *n = integ_connect("after");
+	ASSERT_EQ(integ_stats(n).pools, 2);
+	ASSERT_UEQ(integ_info(n, "kv").bytes, 4 * MiB);
+	vram_pool *w2 = rs_open(n, "w");
+	rs_expect_content(w2, 8 * MiB, 22);
+	vram_pool_close(w2);
+	vram_client_close(n);
+	vram_client_close(c);
+	rs_end();
+}
+
 /* Killed while the owner saves its backup: the half-made backup is not
  * trusted, the pool comes back active with its content. */
 TEST(sigkill_mid_save_comes_back_active)
