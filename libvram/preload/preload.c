@@ -131,6 +131,7 @@ struct preload_pool {
 	char tag[VRAM_PRELOAD_TAG_MAX];
 	int backup;
 	int dev;
+	int retain; /* made to keep its backup after a resume */
 	vram_pool *pool;
 };
 
@@ -138,7 +139,8 @@ struct preload_pool {
 static struct {
 	int whole;  /* whole-process mode */
 	int backup; /* the default tag keeps a host backup */
-	int retain; /* backups keep their pages after a resume */
+	atomic_int retain; /* pools made from now on keep their backup's
+			    * pages after a resume (vram_preload_set_retain) */
 	char tag[VRAM_PRELOAD_TAG_MAX];
 	uint64_t reserve;
 } cfg;
@@ -209,8 +211,8 @@ __attribute__((constructor)) static void preload_init(void)
 	const char *be = getenv("TMS_INIT_CPU_BACKUP_BACKEND");
 	if (cfg.backup && be && strcmp(be, "mmap") == 0)
 		cfg.backup = VRAM_PRELOAD_BACKUP_PAGEABLE;
-	cfg.retain = env_on("VRAM_CAPTURE_RETAIN") ||
-		     env_on("TMS_RETAIN_CPU_BACKUP");
+	atomic_store(&cfg.retain, env_on("VRAM_CAPTURE_RETAIN") ||
+					  env_on("TMS_RETAIN_CPU_BACKUP"));
 	if (!tag || !*tag || strlen(tag) >= sizeof(cfg.tag))
 		tag = "default";
 	snprintf(cfg.tag, sizeof(cfg.tag), "%s", tag);
@@ -410,8 +412,10 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 	if (backup == VRAM_PRELOAD_BACKUP_PAGEABLE)
 		o.flags |= VRAM_POOL_PAGEABLE_BACKUP;
 	/* torch_memory_saver's default: the host memory goes back after a
-	 * resume, unless TMS_RETAIN_CPU_BACKUP / VRAM_CAPTURE_RETAIN. */
-	if (backup && !cfg.retain)
+	 * resume, unless TMS_RETAIN_CPU_BACKUP / VRAM_CAPTURE_RETAIN or
+	 * vram_preload_set_retain() asked to keep it. */
+	int retain = atomic_load(&cfg.retain);
+	if (backup && !retain)
 		o.flags |= VRAM_POOL_RELEASE_BACKUP;
 	o.reserve_bytes = cfg.reserve;
 	r = vram_pool_create(preload_client, &o, &p);
@@ -425,6 +429,7 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 	snprintf(pp->tag, sizeof(pp->tag), "%s", tag);
 	pp->backup = backup;
 	pp->dev = dev;
+	pp->retain = backup && retain;
 	pp->pool = p;
 out:
 	pthread_mutex_unlock(&preload_lock);
@@ -714,4 +719,79 @@ EXPORT int vram_preload_stats(struct vram_preload_stats *out)
 EXPORT const char *vram_preload_last_error(void)
 {
 	return preload_msg;
+}
+
+EXPORT int vram_preload_set_retain(int retain)
+{
+	return atomic_exchange(&cfg.retain, retain != 0);
+}
+
+EXPORT int vram_preload_backup(const void *ptr, uint64_t len,
+			       struct vram_preload_backup *out)
+{
+	struct vram_preload_backup b = { 0 };
+	uintptr_t at = (uintptr_t)ptr;
+	int r = -ENOENT;
+
+	if (!out || out->size < sizeof(uint32_t))
+		return -EINVAL;
+	b.size = out->size < sizeof(b) ? out->size : (uint32_t)sizeof(b);
+	pthread_mutex_lock(&preload_lock);
+	for (unsigned i = 0; i < preload_n_pools; i++) {
+		struct preload_pool *pp = &preload_pools[i];
+		uintptr_t base = vram_pool_base(pp->pool);
+		uint64_t size = vram_pool_size(pp->pool);
+		void *host;
+		uint64_t n;
+
+		/* The pool's size is what it maps (kept while paused): the
+		 * range a tensor of it lies in. */
+		if (!base || at < base || at - base > size ||
+		    len > size - (at - base))
+			continue;
+		snprintf(b.tag, sizeof(b.tag), "%s", pp->tag);
+		b.kind = pp->backup;
+		b.retains = pp->retain;
+		b.paused = vram_pool_state(pp->pool) == VRAM_STATE_PAUSED;
+		if (!pp->backup) {
+			r = -ENODEV;
+			break;
+		}
+		r = vram_pool_backup(pp->pool, &host, &n);
+		if (r < 0)
+			break;
+		if (at - base + len > n) {
+			r = -ERANGE;
+			break;
+		}
+		b.host = (uint8_t *)host + (at - base);
+		r = 0;
+		break;
+	}
+	pthread_mutex_unlock(&preload_lock);
+	memcpy(out, &b, b.size);
+	return r;
+}
+
+EXPORT int vram_preload_backup_release(const char *tag)
+{
+	int n = 0, r = 0;
+
+	pthread_mutex_lock(&preload_lock);
+	for (unsigned i = 0; i < preload_n_pools; i++) {
+		struct preload_pool *pp = &preload_pools[i];
+
+		if (!pp->backup || pp->backup == VRAM_PRELOAD_BACKUP_DISK ||
+		    (tag && strcmp(pp->tag, tag) != 0))
+			continue;
+		/* A paused pool's backup is its content: never dropped. */
+		if (vram_pool_state(pp->pool) != VRAM_STATE_ACTIVE)
+			continue;
+		r = vram_pool_backup_release(pp->pool);
+		if (r < 0)
+			break;
+		n++;
+	}
+	pthread_mutex_unlock(&preload_lock);
+	return r < 0 ? r : n;
 }
