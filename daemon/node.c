@@ -183,5 +183,5 @@ uint64_t node_backup_bytes(const struct node *n, enum pool_policy policy)
 void node_release_backups(struct node *n)
 {
 	for (unsigned i = 0; i < n->n_pools; i++)
-		pool_backup_release_due(n->pools[i]);
+		pool_backup_release_due(n->pools[i], n->loop);
 }
