@@ -97,55 +97,79 @@ struct backup_job {
 	uv_work_t work;
 	pthread_mutex_t lock; /* held by the worker around each piece */
 	int fd;
-	bool stopped;		  /* lock: punch no more */
+	bool prepare;		  /* allocate blocks (else punch them) */
+	uint64_t bytes;		  /* prepare: [0, bytes) */
+	bool stopped;		  /* lock: touch the file no more */
 	struct backup_job **slot; /* loop: the pool's pointer to it, NULL
 				   * once stopped */
 	int err;		  /* worker: the first failure */
 };
 
+static uv_loop_t *backup_loop;
 static atomic_uint backup_jobs;
+
+void backup_set_loop(uv_loop_t *loop)
+{
+	backup_loop = loop;
+}
 
 unsigned backup_jobs_running(void)
 {
 	return atomic_load(&backup_jobs);
 }
 
-/* On a worker: punches the backup piece by piece, each under the job's
- * lock, and stops as soon as the loop asks (backup_release_stop), so that
- * a pause that writes the backup again never has a page punched after
- * its save began. The fd is only used under the lock, before a stop: the
- * pool closes it only after stopping the job. */
+/* One piece of a job: 0 to go on, 1 when done, or -errno. */
+static int backup_job_piece(struct backup_job *j, uint64_t off, uint64_t size)
+{
+	uint64_t end = j->prepare && j->bytes < size ? j->bytes : size;
+	uint64_t step = j->prepare ? BACKUP_PREPARE_STEP : BACKUP_RELEASE_STEP;
+
+	if (off >= end)
+		return 1;
+	uint64_t len = end - off < step ? end - off : step;
+	if (j->prepare) {
+		/* KEEP_SIZE never touches data already written: a saver
+		 * that runs ahead of this loses nothing. */
+		if (fallocate(j->fd, FALLOC_FL_KEEP_SIZE, (off_t)off,
+			      (off_t)len) < 0)
+			return errno == EOPNOTSUPP ? 1 : -errno;
+	} else {
+		int r = backup_punch(j->fd, off, len, size);
+		if (r != 0)
+			return r;
+	}
+	return off + len >= end ? 1 : 0;
+}
+
+/* On a worker: works through the file piece by piece, each under the
+ * job's lock, and stops as soon as the loop asks (backup_job_stop), so
+ * that a release never punches a page after a pause's save began. The fd
+ * is only used under the lock, before a stop: the pool closes it only
+ * after stopping the job. */
 static void backup_job_run(uv_work_t *w)
 {
 	struct backup_job *j = w->data;
 	struct stat st;
 	uint64_t size = 0;
+	int r = 0;
 
-	for (uint64_t off = 0;; off += BACKUP_RELEASE_STEP) {
-		int r = 0;
+	for (uint64_t off = 0; r == 0;) {
 		pthread_mutex_lock(&j->lock);
 		if (j->stopped) {
 			pthread_mutex_unlock(&j->lock);
 			break;
 		}
-		if (off == 0) {
-			if (fstat(j->fd, &st) < 0)
-				r = -errno;
-			else
-				size = (uint64_t)st.st_size;
-		}
-		if (r == 0 && off < size) {
-			uint64_t len = size - off < BACKUP_RELEASE_STEP ?
-					       size - off :
-					       BACKUP_RELEASE_STEP;
-			r = backup_punch(j->fd, off, len, size);
-		}
+		if (off == 0 && fstat(j->fd, &st) < 0)
+			r = -errno;
+		else if (off == 0)
+			size = (uint64_t)st.st_size;
+		if (r == 0)
+			r = backup_job_piece(j, off, size);
 		pthread_mutex_unlock(&j->lock);
-		if (r < 0)
-			j->err = r;
-		if (r != 0 || off + BACKUP_RELEASE_STEP >= size)
-			break;
+		off += j->prepare ? BACKUP_PREPARE_STEP : BACKUP_RELEASE_STEP;
 	}
+	if (r < 0)
+		j->err = r;
 }
 
 /* Back on the loop: the job is done (or was stopped). */
@@ -156,33 +180,34 @@ static void backup_job_done(uv_work_t *w, int status UNUSED)
 	if (j->slot)
 		*j->slot = NULL;
 	if (j->err && !j->stopped)
-		log_warn("cannot release a backup's pages: %s",
+		log_warn("cannot %s a backup's pages: %s",
+			 j->prepare ? "allocate" : "release",
 			 strerror(-j->err));
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 	atomic_fetch_sub(&backup_jobs, 1);
 }
 
-int backup_release_start(uv_loop_t *loop, int fd, struct backup_job **slot)
+static int backup_job_start(int fd, bool prepare, uint64_t bytes,
+			    struct backup_job **slot)
 {
 	struct backup_job *j;
-	struct stat st;
 	int r;
 
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return -EBADF;
-	if (st.st_size == 0 || st.st_blocks == 0)
-		return 0;
-	if (*slot)
-		return -EBUSY;
+	if (!backup_loop)
+		return -ENOSYS;
+	backup_job_stop(slot);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
 	pthread_mutex_init(&j->lock, NULL);
 	j->fd = fd;
+	j->prepare = prepare;
+	j->bytes = bytes;
 	j->slot = slot;
 	j->work.data = j;
-	r = uv_queue_work(loop, &j->work, backup_job_run, backup_job_done);
+	r = uv_queue_work(backup_loop, &j->work, backup_job_run,
+			  backup_job_done);
 	if (r < 0) {
 		pthread_mutex_destroy(&j->lock);
 		free(j);
@@ -193,7 +218,31 @@ int backup_release_start(uv_loop_t *loop, int fd, struct backup_job **slot)
 	return 0;
 }
 
-void backup_release_stop(struct backup_job **slot)
+int backup_release_start(int fd, struct backup_job **slot)
+{
+	struct stat st;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -EBADF;
+	if (st.st_size == 0 || st.st_blocks == 0) {
+		backup_job_stop(slot);
+		return 0;
+	}
+	return backup_job_start(fd, false, 0, slot);
+}
+
+int backup_prepare_start(int fd, uint64_t bytes, struct backup_job **slot)
+{
+	if (fd < 0)
+		return -EBADF;
+	if (bytes == 0) {
+		backup_job_stop(slot);
+		return 0;
+	}
+	return backup_job_start(fd, true, bytes, slot);
+}
+
+void backup_job_stop(struct backup_job **slot)
 {
 	struct backup_job *j = *slot;
 

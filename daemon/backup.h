@@ -34,29 +34,45 @@ uint64_t backup_held(int fd);
  * valid and the next pause writes into it again. Returns 0 or -errno. */
 int backup_release(int fd);
 
-/* A release of a backup's pages running on a libuv worker: punching a
- * hole in a memfd or file of GiBs takes tens of milliseconds, which the
- * loop must not spend. The pool keeps the job's pointer (its slot) while
- * it runs; the job clears it when done. */
+/* Work on a backup's pages that runs on a libuv worker: punching a hole
+ * in a memfd or file of GiBs takes tens of milliseconds, which the loop
+ * must not spend, and so does allocating a disk backup's blocks. A pool
+ * keeps the job's pointer (its slot) while it runs; the job clears it when
+ * done. At most one job per slot: starting one stops the one there. */
 struct backup_job;
 
-/* Starts releasing fd's pages on a worker of loop, in pieces of
- * BACKUP_RELEASE_STEP bytes, and puts the job in *slot (which must be
- * NULL). The fd must stay open until the job is done or stopped. A
- * backup that holds nothing starts no job. Returns 0 or -errno (then
- * nothing runs, and the caller may release synchronously). */
+/* The loop whose workers run the jobs (node_init sets it). Without one,
+ * the _start calls return -ENOSYS. */
+void backup_set_loop(uv_loop_t *loop);
+
+/* Starts releasing fd's pages on a worker, in pieces of
+ * BACKUP_RELEASE_STEP bytes, and puts the job in *slot. The fd must stay
+ * open until the job is done or stopped. A backup that holds nothing
+ * starts no job. Returns 0 or -errno (then nothing runs, and the caller
+ * may release synchronously with backup_release()). */
 #define BACKUP_RELEASE_STEP (4ull << 20)
-int backup_release_start(uv_loop_t *loop, int fd, struct backup_job **slot);
+int backup_release_start(int fd, struct backup_job **slot);
 
-/* Stops the job in *slot, if any, before a pause writes the backup again
- * or its fd is closed: no piece is punched after this returns. It waits
- * for the piece under way, if any (one BACKUP_RELEASE_STEP: well under a
- * millisecond), never for the rest; the pages already released stay
- * released, which a pause about to overwrite them does not mind. Sets
+/* Starts allocating the blocks of [0, bytes) of a disk backup on a
+ * worker (fallocate, keeping the size), in pieces of BACKUP_PREPARE_STEP:
+ * a save that writes through a shared mapping into holes pays for a block
+ * allocation at every page it faults, a third of the disk's rate where it
+ * was measured (docs/results/disk-backup-2026-12-01.md); into allocated
+ * blocks it writes near the disk's rate. Started with the save, it runs
+ * far ahead of the saver's copy, and never touches data already written.
+ * Returns 0 or -errno (then the save writes into holes, slower). */
+#define BACKUP_PREPARE_STEP (256ull << 20)
+int backup_prepare_start(int fd, uint64_t bytes, struct backup_job **slot);
+
+/* Stops the job in *slot, if any, before a pause writes the backup again,
+ * another job starts, or the fd is closed: the file is not touched after
+ * this returns. It waits for the piece under way, if any (one step: a
+ * millisecond or less), never for the rest; pages already released stay
+ * released, which a save about to overwrite them does not mind. Sets
  * *slot to NULL. Loop thread only. */
-void backup_release_stop(struct backup_job **slot);
+void backup_job_stop(struct backup_job **slot);
 
-/* Releases in flight (for tests and the shutdown's leak check). */
+/* Jobs in flight (for tests). */
 unsigned backup_jobs_running(void);
 
 /* After a pause wrote a disk backup (the saver synced it): drops its pages

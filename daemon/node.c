@@ -16,6 +16,7 @@ void node_init(struct node *n, uv_loop_t *loop, struct backend *b)
 	memset(n, 0, sizeof(*n));
 	n->loop = loop;
 	n->backend = b;
+	backup_set_loop(loop);
 }
 
 void node_fini(struct node *n)
@@ -183,5 +184,5 @@ uint64_t node_backup_bytes(const struct node *n, enum pool_policy policy)
 void node_release_backups(struct node *n)
 {
 	for (unsigned i = 0; i < n->n_pools; i++)
-		pool_backup_release_due(n->pools[i], n->loop);
+		pool_backup_release_due(n->pools[i]);
 }

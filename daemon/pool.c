@@ -55,7 +55,7 @@ static const char *pool_state_detail(enum pool_state s)
 	return pool_state_name(s);
 }
 
-void pool_backup_release_due(struct pool *p, uv_loop_t *loop)
+void pool_backup_release_due(struct pool *p)
 {
 	int r;
 
@@ -66,8 +66,8 @@ void pool_backup_release_due(struct pool *p, uv_loop_t *loop)
 	if (p->backup_valid || p->backup_fd < 0)
 		return;
 	/* Off the loop (backup.h); synchronously only if no worker can. */
-	r = backup_release_start(loop, p->backup_fd, &p->backup_job);
-	if (r < 0 && r != -EBUSY)
+	r = backup_release_start(p->backup_fd, &p->backup_job);
+	if (r < 0)
 		r = backup_release(p->backup_fd);
 	if (r < 0)
 		log_warn("pool %s: cannot release its backup: %s", p->name,
@@ -98,7 +98,7 @@ uint64_t pool_backup_held(const struct pool *p)
 	 * between (one would stop it): they count as gone already, so what
 	 * a list right after the resume shows does not depend on how far
 	 * the worker got. */
-	if (p->backup_job)
+	if (p->backup_job && !p->backup_valid && !pool_in_transition(p))
 		return 0;
 	return backup_held(p->backup_fd);
 }
@@ -158,7 +158,7 @@ void pool_destroy(struct pool *p, struct backend *b)
 		return;
 	pool_release_chunks(p, b, 0);
 	free(p->chunks);
-	backup_release_stop(&p->backup_job);
+	backup_job_stop(&p->backup_job);
 	backup_destroy(p->backup_fd, p->backup_path);
 	while (p->mappers) {
 		struct mapper *m = p->mappers;
@@ -386,8 +386,11 @@ static enum pool_step pool_save_round(struct pool *p, uint64_t *event_ids,
 				      struct pool_next *next, enum pool_state s,
 				      struct mapper *bm)
 {
-	/* A release still punching must not touch what this save writes. */
-	backup_release_stop(&p->backup_job);
+	/* A release still punching must not touch what this save writes;
+	 * a disk backup's blocks are allocated ahead of the saver (backup.h). */
+	backup_job_stop(&p->backup_job);
+	if (p->policy == POOL_DISK)
+		backup_prepare_start(p->backup_fd, p->bytes, &p->backup_job);
 	p->backup_valid = false;
 	pool_set_state(p, s);
 	for (struct mapper *m = p->mappers; m; m = m->next)

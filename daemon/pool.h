@@ -123,7 +123,8 @@ struct pool {
 	bool backup_valid; /* the backup holds the content (paused) */
 	bool backup_release_due; /* resumed: its pages may go, once the
 				  * pool's new state is on record */
-	struct backup_job *backup_job; /* that release, on a worker */
+	struct backup_job *backup_job; /* that release (or a disk backup's
+					allocation), on a worker */
 
 	struct session *owner; /* NULL when orphaned */
 	struct identity owner_id;
@@ -240,7 +241,7 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
  * does not retain them). The caller first puts the pool's state on record
  * (the fd store's table): a daemon killed in between must not find a
  * PAUSED pool with a valid backup whose pages are gone. */
-void pool_backup_release_due(struct pool *p, uv_loop_t *loop);
+void pool_backup_release_due(struct pool *p);
 
 bool pool_in_transition(const struct pool *p);
 
