@@ -41,6 +41,7 @@ typedef struct Vram__Audit Vram__Audit;
 typedef struct Vram__ProcessUsage Vram__ProcessUsage;
 typedef struct Vram__AuditReply Vram__AuditReply;
 typedef struct Vram__Ping Vram__Ping;
+typedef struct Vram__OutsideReport Vram__OutsideReport;
 typedef struct Vram__StatsReply Vram__StatsReply;
 typedef struct Vram__EventAck Vram__EventAck;
 typedef struct Vram__Request Vram__Request;
@@ -351,10 +352,17 @@ struct  Vram__PoolResult
    * gang: it changed, then was brought back
    */
   protobuf_c_boolean rolled_back;
+  /*
+   * The owner's OutsideReport, if it sent one (see ProcessUsage).
+   */
+  protobuf_c_boolean outside_reported;
+  uint64_t outside_bytes;
+  uint64_t outside_count;
+  protobuf_c_boolean expandable_segments;
 };
 #define VRAM__POOL_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__pool_result__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -545,10 +553,18 @@ struct  Vram__ProcessUsage
    * the daemon itself
    */
   protobuf_c_boolean is_vramd;
+  /*
+   * What the process said it allocated outside vramd's pools
+   * (OutsideReport, libvram-preload.so), when it said so.
+   */
+  protobuf_c_boolean outside_reported;
+  uint64_t outside_bytes;
+  uint64_t outside_count;
+  protobuf_c_boolean expandable_segments;
 };
 #define VRAM__PROCESS_USAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__process_usage__descriptor) \
-    , 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0 }
+    , 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
 
 
 struct  Vram__AuditReply
@@ -573,6 +589,28 @@ struct  Vram__Ping
 #define VRAM__PING__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__ping__descriptor) \
      }
+
+
+/*
+ * What a process allocated on its devices outside vramd's pools, as
+ * libvram-preload.so counts it (docs/preload.md): live allocations it
+ * passed to the runtime (disable() scopes, the mode off). Sent again
+ * whenever the figures change; the daemon keeps the last per session and
+ * shows it in audits and pause reports. Answered with an empty response.
+ */
+struct  Vram__OutsideReport
+{
+  ProtobufCMessage base;
+  uint64_t bytes;
+  uint64_t count;
+  /*
+   * PyTorch was asked for expandable
+   */
+  protobuf_c_boolean expandable_segments;
+};
+#define VRAM__OUTSIDE_REPORT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__outside_report__descriptor) \
+    , 0, 0, 0 }
 
 
 struct  Vram__StatsReply
@@ -636,7 +674,8 @@ typedef enum {
   VRAM__REQUEST__BODY_STATS = 19,
   VRAM__REQUEST__BODY_ACK = 20,
   VRAM__REQUEST__BODY_PING = 21,
-  VRAM__REQUEST__BODY_AUDIT = 22
+  VRAM__REQUEST__BODY_AUDIT = 22,
+  VRAM__REQUEST__BODY_OUTSIDE_REPORT = 40
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__REQUEST__BODY__CASE)
 } Vram__Request__BodyCase;
 
@@ -662,6 +701,7 @@ struct  Vram__Request
     Vram__EventAck *ack;
     Vram__Ping *ping;
     Vram__Audit *audit;
+    Vram__OutsideReport *outside_report;
   };
 };
 #define VRAM__REQUEST__INIT \
@@ -1223,6 +1263,25 @@ Vram__Ping *
 void   vram__ping__free_unpacked
                      (Vram__Ping *message,
                       ProtobufCAllocator *allocator);
+/* Vram__OutsideReport methods */
+void   vram__outside_report__init
+                     (Vram__OutsideReport         *message);
+size_t vram__outside_report__get_packed_size
+                     (const Vram__OutsideReport   *message);
+size_t vram__outside_report__pack
+                     (const Vram__OutsideReport   *message,
+                      uint8_t             *out);
+size_t vram__outside_report__pack_to_buffer
+                     (const Vram__OutsideReport   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__OutsideReport *
+       vram__outside_report__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__outside_report__free_unpacked
+                     (Vram__OutsideReport *message,
+                      ProtobufCAllocator *allocator);
 /* Vram__StatsReply methods */
 void   vram__stats_reply__init
                      (Vram__StatsReply         *message);
@@ -1414,6 +1473,9 @@ typedef void (*Vram__AuditReply_Closure)
 typedef void (*Vram__Ping_Closure)
                  (const Vram__Ping *message,
                   void *closure_data);
+typedef void (*Vram__OutsideReport_Closure)
+                 (const Vram__OutsideReport *message,
+                  void *closure_data);
 typedef void (*Vram__StatsReply_Closure)
                  (const Vram__StatsReply *message,
                   void *closure_data);
@@ -1467,6 +1529,7 @@ extern const ProtobufCMessageDescriptor vram__audit__descriptor;
 extern const ProtobufCMessageDescriptor vram__process_usage__descriptor;
 extern const ProtobufCMessageDescriptor vram__audit_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__ping__descriptor;
+extern const ProtobufCMessageDescriptor vram__outside_report__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__event_ack__descriptor;
 extern const ProtobufCMessageDescriptor vram__request__descriptor;

@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -143,6 +144,7 @@ static struct {
 			    * pages after a resume (vram_preload_set_retain) */
 	char tag[VRAM_PRELOAD_TAG_MAX];
 	uint64_t reserve;
+	int expandable; /* PyTorch's expandable segments were asked for */
 } cfg;
 
 static pthread_mutex_t preload_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -152,6 +154,14 @@ static unsigned preload_n_pools; /* preload_lock */
 static struct ptr_table preload_ptrs;
 static atomic_uint_fast64_t preload_failed;
 static atomic_int preload_warned;
+
+/* The report of what the process allocated outside the pools (vramd's
+ * audit and pause reports show it): a thread sends it whenever the
+ * figures changed, so that no allocation waits for the daemon. */
+static pthread_mutex_t outside_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t outside_cond = PTHREAD_COND_INITIALIZER;
+static int outside_dirty;   /* outside_lock */
+static int outside_started; /* preload_lock */
 
 static __thread struct scope scope_stack[VRAM_PRELOAD_DEPTH_MAX];
 static __thread unsigned scope_depth;
@@ -175,6 +185,10 @@ static int env_on(const char *name)
 static void preload_atfork_child(void)
 {
 	pthread_mutex_init(&preload_lock, NULL);
+	pthread_mutex_init(&outside_lock, NULL);
+	pthread_cond_init(&outside_cond, NULL);
+	outside_dirty = 0;
+	outside_started = 0;
 	preload_client = NULL;
 	preload_n_pools = 0;
 	ptr_table_reset(&preload_ptrs);
@@ -190,7 +204,10 @@ static void preload_check_torch_settings(void)
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		const char *v = getenv(names[i]);
-		if (v && strcasestr(v, "expandable_segments:true"))
+		if (!v || !strcasestr(v, "expandable_segments:true"))
+			continue;
+		cfg.expandable = 1;
+		if (cfg.whole)
 			fprintf(stderr,
 				"vram-preload: %s has expandable_segments:True: "
 				"PyTorch then maps memory with the driver, "
@@ -220,8 +237,7 @@ __attribute__((constructor)) static void preload_init(void)
 		cfg.reserve = strtoull(reserve, NULL, 0);
 	ptr_table_init(&preload_ptrs);
 	pthread_atfork(NULL, NULL, preload_atfork_child);
-	if (cfg.whole)
-		preload_check_torch_settings();
+	preload_check_torch_settings();
 }
 
 /* ---- the real runtimes -------------------------------------------------- */
@@ -343,6 +359,60 @@ static int preload_refuse(const char *fmt, ...)
 
 /* ---- pools -------------------------------------------------------------- */
 
+/* Says the outside figures changed: the reporter sends them. */
+static void outside_changed(void)
+{
+	pthread_mutex_lock(&outside_lock);
+	outside_dirty = 1;
+	pthread_cond_signal(&outside_cond);
+	pthread_mutex_unlock(&outside_lock);
+}
+
+/* The reporter: sends the live allocations passed to the runtime each
+ * time they changed (several changes in a row make one report). */
+static void *outside_reporter(void *arg)
+{
+	vram_client *c = arg;
+
+	for (;;) {
+		struct vram_outside o = VRAM_OUTSIDE_INIT;
+
+		pthread_mutex_lock(&outside_lock);
+		while (!outside_dirty)
+			pthread_cond_wait(&outside_cond, &outside_lock);
+		outside_dirty = 0;
+		pthread_mutex_unlock(&outside_lock);
+		ptr_table_sum(&preload_ptrs, PTR_OUTSIDE, &o.bytes, &o.count);
+		o.flags = cfg.expandable ? VRAM_OUTSIDE_EXPANDABLE : 0;
+		/* A daemon that is gone, or older, hears nothing more. */
+		if (vram_report_outside(c, &o) < 0)
+			return NULL;
+	}
+}
+
+/* Starts the reporter once the client is connected (preload_lock
+ * held), with a first report at once. */
+static void outside_start_locked(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+
+	if (outside_started)
+		return;
+	outside_started = 1;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	/* The program's signals are not the reporter's to take. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, &a, outside_reporter, preload_client) != 0)
+		outside_started = 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	outside_changed();
+}
+
 /* The client, connected on first use (preload_lock held). */
 static int preload_connect_locked(void)
 {
@@ -364,6 +434,7 @@ static int preload_connect_locked(void)
 		preload_client = NULL;
 		return r;
 	}
+	outside_start_locked();
 	return 0;
 }
 
@@ -498,9 +569,11 @@ static int preload_malloc(struct runtime *rt, void **out, size_t size,
 		r = rt->malloc_(&ptr, size);
 	else
 		return preload_refuse("no %s runtime loaded", rt->name);
-	if (r == RT_SUCCESS && ptr)
+	if (r == RT_SUCCESS && ptr) {
 		ptr_table_add(&preload_ptrs, (uintptr_t)ptr, size, 0,
 			      PTR_OUTSIDE);
+		outside_changed();
+	}
 	*out = ptr;
 	return r;
 }
@@ -540,8 +613,8 @@ static int preload_free(struct runtime *rt, void *ptr, void *stream, int async,
 		in_preload = 0;
 		return RT_SUCCESS;
 	}
-	if (ptr)
-		ptr_table_take(&preload_ptrs, (uintptr_t)ptr, &e, 1);
+	if (ptr && ptr_table_take(&preload_ptrs, (uintptr_t)ptr, &e, 1))
+		outside_changed();
 	if (async_fn)
 		return async_fn(ptr, stream);
 	if (!async && rt->free_)
