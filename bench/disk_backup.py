@@ -60,6 +60,9 @@ def dd_rates(d, size):
     return w, r
 
 
+cpu = []  # (pause, resume) CPU seconds per GiB in this process, per round
+
+
 def vram_rates(d, size, backend):
     conf = os.path.join(d, "vramd.conf")
     with open(conf, "w") as f:
@@ -73,11 +76,18 @@ def vram_rates(d, size, backend):
         if backend == "host":
             v = p.view(p.base, size)
             v[:] = os.urandom(MiB) * (size // MiB)
+        # The copies run in this process (the saver and restorer are
+        # libvram's, here): its CPU time says what they cost, however
+        # loaded the machine is.
+        c0 = time.process_time()
         t0 = time.perf_counter()
         p.pause()
         t1 = time.perf_counter()
+        c1 = time.process_time()
         p.resume()
         t2 = time.perf_counter()
+        c2 = time.process_time()
+        cpu.append(((c1 - c0) * (1 << 30) / size, (c2 - c1) * (1 << 30) / size))
         c.close()
         if os.environ.get("VRAM_BENCH_VERBOSE"):
             for line in daemon.log().splitlines():
@@ -111,6 +121,9 @@ def main():
         print(f"{i + 1:>5} {dw / 1e6:9.0f} {pw / 1e6:9.0f} {pw / dw:6.2f} {dr / 1e6:9.0f} {pr / 1e6:9.0f} {pr / dr:6.2f}")
     dw, pw, dr, pr = (x / a.rounds for x in sums)
     print(f"{'mean':>5} {dw / 1e6:9.0f} {pw / 1e6:9.0f} {pw / dw:6.2f} {dr / 1e6:9.0f} {pr / 1e6:9.0f} {pr / dr:6.2f}")
+    pc = sum(c[0] for c in cpu) / len(cpu)
+    rc = sum(c[1] for c in cpu) / len(cpu)
+    print(f"client CPU per GiB: pause {pc * 1e3:.0f} ms, resume {rc * 1e3:.0f} ms")
     if a.dir is None:
         os.rmdir(d)
 

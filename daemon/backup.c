@@ -97,8 +97,6 @@ struct backup_job {
 	uv_work_t work;
 	pthread_mutex_t lock; /* held by the worker around each piece */
 	int fd;
-	bool prepare;		  /* allocate blocks (else punch them) */
-	uint64_t bytes;		  /* prepare: [0, bytes) */
 	bool stopped;		  /* lock: touch the file no more */
 	struct backup_job **slot; /* loop: the pool's pointer to it, NULL
 				   * once stopped */
@@ -118,27 +116,17 @@ unsigned backup_jobs_running(void)
 	return atomic_load(&backup_jobs);
 }
 
-/* One piece of a job: 0 to go on, 1 when done, or -errno. */
+/* One piece of a release: 0 to go on, 1 when done, or -errno. */
 static int backup_job_piece(struct backup_job *j, uint64_t off, uint64_t size)
 {
-	uint64_t end = j->prepare && j->bytes < size ? j->bytes : size;
-	uint64_t step = j->prepare ? BACKUP_PREPARE_STEP : BACKUP_RELEASE_STEP;
-
-	if (off >= end)
+	if (off >= size)
 		return 1;
-	uint64_t len = end - off < step ? end - off : step;
-	if (j->prepare) {
-		/* KEEP_SIZE never touches data already written: a saver
-		 * that runs ahead of this loses nothing. */
-		if (fallocate(j->fd, FALLOC_FL_KEEP_SIZE, (off_t)off,
-			      (off_t)len) < 0)
-			return errno == EOPNOTSUPP ? 1 : -errno;
-	} else {
-		int r = backup_punch(j->fd, off, len, size);
-		if (r != 0)
-			return r;
-	}
-	return off + len >= end ? 1 : 0;
+	uint64_t len = size - off < BACKUP_RELEASE_STEP ? size - off :
+							  BACKUP_RELEASE_STEP;
+	int r = backup_punch(j->fd, off, len, size);
+	if (r != 0)
+		return r;
+	return off + len >= size ? 1 : 0;
 }
 
 /* On a worker: works through the file piece by piece, each under the
@@ -166,7 +154,7 @@ static void backup_job_run(uv_work_t *w)
 		if (r == 0)
 			r = backup_job_piece(j, off, size);
 		pthread_mutex_unlock(&j->lock);
-		off += j->prepare ? BACKUP_PREPARE_STEP : BACKUP_RELEASE_STEP;
+		off += BACKUP_RELEASE_STEP;
 	}
 	if (r < 0)
 		j->err = r;
@@ -180,30 +168,31 @@ static void backup_job_done(uv_work_t *w, int status UNUSED)
 	if (j->slot)
 		*j->slot = NULL;
 	if (j->err && !j->stopped)
-		log_warn("cannot %s a backup's pages: %s",
-			 j->prepare ? "allocate" : "release",
+		log_warn("cannot release a backup's pages: %s",
 			 strerror(-j->err));
 	pthread_mutex_destroy(&j->lock);
 	free(j);
 	atomic_fetch_sub(&backup_jobs, 1);
 }
 
-static int backup_job_start(int fd, bool prepare, uint64_t bytes,
-			    struct backup_job **slot)
+int backup_release_start(int fd, struct backup_job **slot)
 {
+	struct stat st;
 	struct backup_job *j;
 	int r;
 
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -EBADF;
+	backup_job_stop(slot);
+	if (st.st_size == 0 || st.st_blocks == 0)
+		return 0;
 	if (!backup_loop)
 		return -ENOSYS;
-	backup_job_stop(slot);
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
 	pthread_mutex_init(&j->lock, NULL);
 	j->fd = fd;
-	j->prepare = prepare;
-	j->bytes = bytes;
 	j->slot = slot;
 	j->work.data = j;
 	r = uv_queue_work(backup_loop, &j->work, backup_job_run,
@@ -216,30 +205,6 @@ static int backup_job_start(int fd, bool prepare, uint64_t bytes,
 	atomic_fetch_add(&backup_jobs, 1);
 	*slot = j;
 	return 0;
-}
-
-int backup_release_start(int fd, struct backup_job **slot)
-{
-	struct stat st;
-
-	if (fd < 0 || fstat(fd, &st) < 0)
-		return -EBADF;
-	if (st.st_size == 0 || st.st_blocks == 0) {
-		backup_job_stop(slot);
-		return 0;
-	}
-	return backup_job_start(fd, false, 0, slot);
-}
-
-int backup_prepare_start(int fd, uint64_t bytes, struct backup_job **slot)
-{
-	if (fd < 0)
-		return -EBADF;
-	if (bytes == 0) {
-		backup_job_stop(slot);
-		return 0;
-	}
-	return backup_job_start(fd, true, bytes, slot);
 }
 
 void backup_job_stop(struct backup_job **slot)

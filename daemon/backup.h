@@ -36,7 +36,7 @@ int backup_release(int fd);
 
 /* Work on a backup's pages that runs on a libuv worker: punching a hole
  * in a memfd or file of GiBs takes tens of milliseconds, which the loop
- * must not spend, and so does allocating a disk backup's blocks. A pool
+ * must not spend. A pool
  * keeps the job's pointer (its slot) while it runs; the job clears it when
  * done. At most one job per slot: starting one stops the one there. */
 struct backup_job;
@@ -53,19 +53,8 @@ void backup_set_loop(uv_loop_t *loop);
 #define BACKUP_RELEASE_STEP (4ull << 20)
 int backup_release_start(int fd, struct backup_job **slot);
 
-/* Starts allocating the blocks of [0, bytes) of a disk backup on a
- * worker (fallocate, keeping the size), in pieces of BACKUP_PREPARE_STEP:
- * a save that writes through a shared mapping into holes pays for a block
- * allocation at every page it faults, a third of the disk's rate where it
- * was measured (docs/results/disk-backup-2026-12-01.md); into allocated
- * blocks it writes near the disk's rate. Started with the save, it runs
- * far ahead of the saver's copy, and never touches data already written.
- * Returns 0 or -errno (then the save writes into holes, slower). */
-#define BACKUP_PREPARE_STEP (256ull << 20)
-int backup_prepare_start(int fd, uint64_t bytes, struct backup_job **slot);
-
 /* Stops the job in *slot, if any, before a pause writes the backup again,
- * another job starts, or the fd is closed: the file is not touched after
+ * another release starts, or the fd is closed: the file is not touched after
  * this returns. It waits for the piece under way, if any (one step: a
  * millisecond or less), never for the rest; pages already released stay
  * released, which a save about to overwrite them does not mind. Sets

@@ -98,7 +98,7 @@ uint64_t pool_backup_held(const struct pool *p)
 	 * between (one would stop it): they count as gone already, so what
 	 * a list right after the resume shows does not depend on how far
 	 * the worker got. */
-	if (p->backup_job && !p->backup_valid && !pool_in_transition(p))
+	if (p->backup_job)
 		return 0;
 	return backup_held(p->backup_fd);
 }
@@ -386,11 +386,8 @@ static enum pool_step pool_save_round(struct pool *p, uint64_t *event_ids,
 				      struct pool_next *next, enum pool_state s,
 				      struct mapper *bm)
 {
-	/* A release still punching must not touch what this save writes;
-	 * a disk backup's blocks are allocated ahead of the saver (backup.h). */
+	/* A release still punching must not touch what this save writes. */
 	backup_job_stop(&p->backup_job);
-	if (p->policy == POOL_DISK)
-		backup_prepare_start(p->backup_fd, p->bytes, &p->backup_job);
 	p->backup_valid = false;
 	pool_set_state(p, s);
 	for (struct mapper *m = p->mappers; m; m = m->next)

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backup.h"
@@ -51,42 +50,6 @@ TEST(release_on_a_worker_gives_every_page_back)
 	ASSERT(job == NULL);
 	munmap(map, SIZE);
 	backup_destroy(fd, NULL);
-	ASSERT_OK(uv_loop_close(&loop));
-}
-
-/* A disk backup's blocks are allocated ahead of a save, and what a save
- * wrote before the allocation got there is kept. */
-TEST(prepare_allocates_blocks_and_keeps_data)
-{
-	char dir[] = "/var/tmp/vram-backup-test-XXXXXX", path[BACKUP_PATH_MAX];
-	uv_loop_t loop;
-	struct backup_job *job = NULL;
-
-	ASSERT(mkdtemp(dir) != NULL);
-	int fd = backup_create(dir, 7, "disk/pool", 64ull << 20, path);
-	ASSERT(fd >= 0);
-	ASSERT_UEQ(backup_held(fd), 0);
-	ASSERT_EQ(pwrite(fd, "saved", 5, 1 << 20), 5);
-	ASSERT_OK(uv_loop_init(&loop));
-	backup_set_loop(&loop);
-	ASSERT_OK(backup_prepare_start(fd, 32ull << 20, &job));
-	ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
-	ASSERT(job == NULL);
-	/* Allocated (where the file system has unwritten extents), the size
-	 * kept. */
-	struct stat st;
-	ASSERT_OK(fstat(fd, &st));
-	ASSERT_UEQ((uint64_t)st.st_size, 64ull << 20);
-	if (backup_held(fd) < (32ull << 20))
-		SKIP("this file system cannot allocate ahead (fallocate)");
-	ASSERT(backup_held(fd) < (64ull << 20));
-	char buf[5];
-	ASSERT_EQ(pread(fd, buf, 5, 1 << 20), 5);
-	ASSERT(memcmp(buf, "saved", 5) == 0);
-	ASSERT_OK(backup_release(fd));
-	ASSERT_UEQ(backup_held(fd), 0);
-	backup_destroy(fd, path);
-	ASSERT_OK(rmdir(dir));
 	ASSERT_OK(uv_loop_close(&loop));
 }
 
