@@ -11,6 +11,7 @@
 #include "log.h"
 #include "node.h"
 #include "session.h"
+#include "transition.h"
 
 struct usage_table {
 	Vram__ProcessUsage *rows;
@@ -80,6 +81,30 @@ void audit_handle(struct node *node, struct session *s, uint64_t id)
 			u->name = m->who.name;
 		}
 	}
+	/* What the owners said they allocated outside (libvram-preload.so's
+	 * processes own their pools, paused ones too): on each row of the
+	 * process, as the figures are the process's, not a device's. */
+	for (unsigned i = 0; i < node->n_pools; i++) {
+		struct pool *p = node->pools[i];
+		if (!p->owner || !p->owner->outside.reported)
+			continue;
+		if (!(u = usage_row(&t, p->owner->who.pid, p->device)))
+			goto nomem;
+		if (!u->name[0])
+			u->name = p->owner->who.name;
+	}
+	for (unsigned i = 0; i < node->n_pools; i++) {
+		struct session *o = node->pools[i]->owner;
+		if (!o || !o->outside.reported)
+			continue;
+		for (unsigned k = 0; k < t.n; k++)
+			if (t.rows[k].pid == o->who.pid)
+				audit_outside_fill(&o->outside,
+						   &t.rows[k].outside_reported,
+						   &t.rows[k].outside_bytes,
+						   &t.rows[k].outside_count,
+						   &t.rows[k].expandable_segments);
+	}
 	for (unsigned i = 0; i < t.n; i++)
 		t.rows[i].is_vramd = t.rows[i].pid == (uint32_t)getpid();
 	ptrs = calloc(t.n + 1, sizeof(*ptrs));
@@ -99,4 +124,50 @@ void audit_handle(struct node *node, struct session *s, uint64_t id)
 nomem:
 	free(t.rows);
 	session_reply_error(s, id, ENOMEM, "out of memory");
+}
+
+void audit_outside_report(struct session *s, uint64_t id,
+			  const Vram__OutsideReport *m)
+{
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+
+	s->outside.reported = true;
+	s->outside.bytes = m->bytes;
+	s->outside.count = m->count;
+	s->outside.expandable = m->expandable_segments;
+	resp.id = id;
+	session_reply(s, &resp, NULL, 0);
+}
+
+void audit_outside_fill(const struct session_outside *o,
+			protobuf_c_boolean *reported, uint64_t *bytes,
+			uint64_t *count, protobuf_c_boolean *expandable)
+{
+	*reported = o->reported;
+	*bytes = o->reported ? o->bytes : 0;
+	*count = o->reported ? o->count : 0;
+	*expandable = o->reported && o->expandable;
+}
+
+void audit_outside_log(const struct transition *t)
+{
+	for (unsigned i = 0; i < t->n_items; i++) {
+		const struct transition_item *it = &t->items[i];
+		bool seen = false;
+
+		if (!it->outside.reported || it->err)
+			continue;
+		for (unsigned k = 0; k < i && !seen; k++)
+			seen = t->items[k].owner_pid == it->owner_pid &&
+			       t->items[k].outside.reported && !t->items[k].err;
+		if (seen)
+			continue;
+		log_info("pid %u paused: outside: %llu bytes in %llu "
+			 "allocations (disable scopes), plus the CUDA context%s",
+			 it->owner_pid, (unsigned long long)it->outside.bytes,
+			 (unsigned long long)it->outside.count,
+			 it->outside.expandable ?
+				 " and PyTorch's expandable segments" :
+				 "");
+	}
 }

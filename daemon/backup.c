@@ -5,12 +5,16 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "attr.h"
 #include "log.h"
 
 int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
@@ -60,6 +64,23 @@ uint64_t backup_held(int fd)
 	return (uint64_t)st.st_blocks * 512;
 }
 
+/* Punches [off, off + len) of fd. 1 when the file system has no holes
+ * and the whole file was truncated and grown again instead (which frees
+ * the blocks just the same), 0, or -errno. */
+static int backup_punch(int fd, uint64_t off, uint64_t len, uint64_t size)
+{
+	/* Punching keeps the size, so the clients' mappings stay valid. */
+	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)off, (off_t)len) == 0)
+		return 0;
+	int r = -errno;
+	if (r != -EOPNOTSUPP)
+		return r;
+	if (ftruncate(fd, 0) < 0 || ftruncate(fd, (off_t)size) < 0)
+		return -errno;
+	return 1;
+}
+
 int backup_release(int fd)
 {
 	struct stat st;
@@ -68,18 +89,136 @@ int backup_release(int fd)
 		return -EBADF;
 	if (st.st_size == 0 || st.st_blocks == 0)
 		return 0;
-	/* Punching keeps the size, so the clients' mappings stay valid. */
-	if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-		      st.st_size) == 0)
-		return 0;
-	int r = -errno;
-	if (r != -EOPNOTSUPP)
+	int r = backup_punch(fd, 0, (uint64_t)st.st_size, (uint64_t)st.st_size);
+	return r < 0 ? r : 0;
+}
+
+struct backup_job {
+	uv_work_t work;
+	pthread_mutex_t lock; /* held by the worker around each piece */
+	int fd;
+	bool stopped;		  /* lock: touch the file no more */
+	struct backup_job **slot; /* loop: the pool's pointer to it, NULL
+				   * once stopped */
+	int err;		  /* worker: the first failure */
+};
+
+static uv_loop_t *backup_loop;
+static atomic_uint backup_jobs;
+
+void backup_set_loop(uv_loop_t *loop)
+{
+	backup_loop = loop;
+}
+
+unsigned backup_jobs_running(void)
+{
+	return atomic_load(&backup_jobs);
+}
+
+/* One piece of a release: 0 to go on, 1 when done, or -errno. */
+static int backup_job_piece(struct backup_job *j, uint64_t off, uint64_t size)
+{
+	if (off >= size)
+		return 1;
+	uint64_t len = size - off < BACKUP_RELEASE_STEP ? size - off :
+							  BACKUP_RELEASE_STEP;
+	int r = backup_punch(j->fd, off, len, size);
+	if (r != 0)
 		return r;
-	/* A file system without holes: truncate and grow again, which
-	 * frees the blocks just the same. */
-	if (ftruncate(fd, 0) < 0 || ftruncate(fd, st.st_size) < 0)
-		return -errno;
+	return off + len >= size ? 1 : 0;
+}
+
+/* On a worker: works through the file piece by piece, each under the
+ * job's lock, and stops as soon as the loop asks (backup_job_stop), so
+ * that a release never punches a page after a pause's save began. The fd
+ * is only used under the lock, before a stop: the pool closes it only
+ * after stopping the job. */
+static void backup_job_run(uv_work_t *w)
+{
+	struct backup_job *j = w->data;
+	struct stat st;
+	uint64_t size = 0;
+	int r = 0;
+
+	for (uint64_t off = 0; r == 0;) {
+		pthread_mutex_lock(&j->lock);
+		if (j->stopped) {
+			pthread_mutex_unlock(&j->lock);
+			break;
+		}
+		if (off == 0 && fstat(j->fd, &st) < 0)
+			r = -errno;
+		else if (off == 0)
+			size = (uint64_t)st.st_size;
+		if (r == 0)
+			r = backup_job_piece(j, off, size);
+		pthread_mutex_unlock(&j->lock);
+		off += BACKUP_RELEASE_STEP;
+	}
+	if (r < 0)
+		j->err = r;
+}
+
+/* Back on the loop: the job is done (or was stopped). */
+static void backup_job_done(uv_work_t *w, int status UNUSED)
+{
+	struct backup_job *j = w->data;
+
+	if (j->slot)
+		*j->slot = NULL;
+	if (j->err && !j->stopped)
+		log_warn("cannot release a backup's pages: %s",
+			 strerror(-j->err));
+	pthread_mutex_destroy(&j->lock);
+	free(j);
+	atomic_fetch_sub(&backup_jobs, 1);
+}
+
+int backup_release_start(int fd, struct backup_job **slot)
+{
+	struct stat st;
+	struct backup_job *j;
+	int r;
+
+	if (fd < 0 || fstat(fd, &st) < 0)
+		return -EBADF;
+	backup_job_stop(slot);
+	if (st.st_size == 0 || st.st_blocks == 0)
+		return 0;
+	if (!backup_loop)
+		return -ENOSYS;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	pthread_mutex_init(&j->lock, NULL);
+	j->fd = fd;
+	j->slot = slot;
+	j->work.data = j;
+	r = uv_queue_work(backup_loop, &j->work, backup_job_run,
+			  backup_job_done);
+	if (r < 0) {
+		pthread_mutex_destroy(&j->lock);
+		free(j);
+		return r;
+	}
+	atomic_fetch_add(&backup_jobs, 1);
+	*slot = j;
 	return 0;
+}
+
+void backup_job_stop(struct backup_job **slot)
+{
+	struct backup_job *j = *slot;
+
+	if (!j)
+		return;
+	/* Waits for the piece under way only: one step of punching. */
+	pthread_mutex_lock(&j->lock);
+	j->stopped = true;
+	pthread_mutex_unlock(&j->lock);
+	j->slot = NULL;
+	*slot = NULL;
 }
 
 void backup_settle(int fd)

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <uv.h>
 
 /* Makes the backup of a pool: a memfd of size bytes (path NULL or
  * empty), or a file named after the pool in dir (written to *path, which
@@ -32,6 +33,36 @@ uint64_t backup_held(int fd);
  * for a file) and keeps its size, so the mappings the clients hold stay
  * valid and the next pause writes into it again. Returns 0 or -errno. */
 int backup_release(int fd);
+
+/* Work on a backup's pages that runs on a libuv worker: punching a hole
+ * in a memfd or file of GiBs takes tens of milliseconds, which the loop
+ * must not spend. A pool
+ * keeps the job's pointer (its slot) while it runs; the job clears it when
+ * done. At most one job per slot: starting one stops the one there. */
+struct backup_job;
+
+/* The loop whose workers run the jobs (node_init sets it). Without one,
+ * the _start calls return -ENOSYS. */
+void backup_set_loop(uv_loop_t *loop);
+
+/* Starts releasing fd's pages on a worker, in pieces of
+ * BACKUP_RELEASE_STEP bytes, and puts the job in *slot. The fd must stay
+ * open until the job is done or stopped. A backup that holds nothing
+ * starts no job. Returns 0 or -errno (then nothing runs, and the caller
+ * may release synchronously with backup_release()). */
+#define BACKUP_RELEASE_STEP (4ull << 20)
+int backup_release_start(int fd, struct backup_job **slot);
+
+/* Stops the job in *slot, if any, before a pause writes the backup again,
+ * another release starts, or the fd is closed: the file is not touched after
+ * this returns. It waits for the piece under way, if any (one step: a
+ * millisecond or less), never for the rest; pages already released stay
+ * released, which a save about to overwrite them does not mind. Sets
+ * *slot to NULL. Loop thread only. */
+void backup_job_stop(struct backup_job **slot);
+
+/* Jobs in flight (for tests). */
+unsigned backup_jobs_running(void);
 
 /* After a pause wrote a disk backup (the saver synced it): drops its pages
  * from the page cache, so that the host memory it used goes back too. */

@@ -16,6 +16,7 @@ void node_init(struct node *n, uv_loop_t *loop, struct backend *b)
 	memset(n, 0, sizeof(*n));
 	n->loop = loop;
 	n->backend = b;
+	backup_set_loop(loop);
 }
 
 void node_fini(struct node *n)

@@ -65,7 +65,10 @@ void pool_backup_release_due(struct pool *p)
 	/* A pause since then made the backup hold the content again. */
 	if (p->backup_valid || p->backup_fd < 0)
 		return;
-	r = backup_release(p->backup_fd);
+	/* Off the loop (backup.h); synchronously only if no worker can. */
+	r = backup_release_start(p->backup_fd, &p->backup_job);
+	if (r < 0)
+		r = backup_release(p->backup_fd);
 	if (r < 0)
 		log_warn("pool %s: cannot release its backup: %s", p->name,
 			 strerror(-r));
@@ -91,6 +94,12 @@ bool pool_keeps_content(const struct pool *p)
 
 uint64_t pool_backup_held(const struct pool *p)
 {
+	/* A release under way gives every page back without a pause in
+	 * between (one would stop it): they count as gone already, so what
+	 * a list right after the resume shows does not depend on how far
+	 * the worker got. */
+	if (p->backup_job)
+		return 0;
 	return backup_held(p->backup_fd);
 }
 
@@ -149,6 +158,7 @@ void pool_destroy(struct pool *p, struct backend *b)
 		return;
 	pool_release_chunks(p, b, 0);
 	free(p->chunks);
+	backup_job_stop(&p->backup_job);
 	backup_destroy(p->backup_fd, p->backup_path);
 	while (p->mappers) {
 		struct mapper *m = p->mappers;
@@ -376,6 +386,8 @@ static enum pool_step pool_save_round(struct pool *p, uint64_t *event_ids,
 				      struct pool_next *next, enum pool_state s,
 				      struct mapper *bm)
 {
+	/* A release still punching must not touch what this save writes. */
+	backup_job_stop(&p->backup_job);
 	p->backup_valid = false;
 	pool_set_state(p, s);
 	for (struct mapper *m = p->mappers; m; m = m->next)

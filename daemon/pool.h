@@ -123,6 +123,7 @@ struct pool {
 	bool backup_valid; /* the backup holds the content (paused) */
 	bool backup_release_due; /* resumed: its pages may go, once the
 				  * pool's new state is on record */
+	struct backup_job *backup_job; /* that release, on a worker */
 
 	struct session *owner; /* NULL when orphaned */
 	struct identity owner_id;

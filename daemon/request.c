@@ -646,6 +646,9 @@ int request_handle(struct server *srv, struct session *s,
 	case VRAM__REQUEST__BODY_PING:
 		reply_ok(s, id);
 		break;
+	case VRAM__REQUEST__BODY_OUTSIDE_REPORT:
+		audit_outside_report(s, id, req->outside_report);
+		break;
 	case VRAM__REQUEST__BODY_ACK:
 		transition_ack(&srv->node, s, req->ack->event_id, req->ack->err,
 			       req->ack->message);

@@ -17,6 +17,14 @@
 #include "vram.pb-c.h"
 #include "wire.h"
 
+/* What the process said it allocated outside vramd's pools (an
+ * OutsideReport, from libvram-preload.so): the last it sent. */
+struct session_outside {
+	bool reported;
+	bool expandable; /* PyTorch's expandable segments were asked for */
+	uint64_t bytes, count;
+};
+
 struct session {
 	struct session *prev, *next; /* the owner's list */
 	struct session *next_broken; /* the owner's list of sessions to close */
@@ -45,6 +53,7 @@ struct session {
 	 * owner once admitted, NULL before. */
 	struct limit *limits;
 	struct limit_acct acct;
+	struct session_outside outside; /* daemon/audit.c */
 };
 
 /* Called before anything is sent to any session (set by the server): the

@@ -18,6 +18,7 @@
 #include "message.h"
 #include "metrics.h"
 #include "node.h"
+#include "audit.h"
 #include "session.h"
 
 static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
@@ -219,6 +220,9 @@ static void build_reply(struct transition *t, Vram__Response *resp,
 		res[i].owner_pid = it->owner_pid;
 		res[i].owner_instance = it->owner_instance;
 		res[i].device = it->device;
+		audit_outside_fill(&it->outside, &res[i].outside_reported,
+				   &res[i].outside_bytes, &res[i].outside_count,
+				   &res[i].expandable_segments);
 		resp_ptrs[i] = &res[i];
 		if (it->err == 0) {
 			tr->pools++;
@@ -312,6 +316,8 @@ static void transition_reply(struct transition *t)
 			 (t_end - t->t_start) / 1e6,
 			 t->t_acked ? (t->t_acked - t->t_start) / 1e6 : 0.0,
 			 t->release_ns / 1e6, (t_end - t->t_settle) / 1e6);
+	if (!t->resume)
+		audit_outside_log(t);
 	if (t->done) {
 		t->done(t, t->done_arg);
 	} else if (t->requester) {
@@ -471,6 +477,7 @@ int transition_run(struct node *node, struct session *requester,
 			snprintf(t->items[i].owner_instance,
 				 sizeof(t->items[i].owner_instance), "%s",
 				 pools[i]->owner_id.instance);
+			t->items[i].outside = pools[i]->owner->outside;
 		}
 		t->items[i].t_begin = t->t_start;
 		/* Another uid's pool is named as an admin addresses it. */

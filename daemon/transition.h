@@ -44,6 +44,7 @@ struct transition_item {
 	uint64_t pool_id;
 	uint32_t owner_pid;
 	char owner_instance[64];
+	struct session_outside outside; /* the owner's, when it began */
 	bool backup;
 	uint64_t t_begin, t_end;
 };

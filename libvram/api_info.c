@@ -304,6 +304,12 @@ int vram_audit(vram_client *c, size_t entry_size,
 		e.vramd_bytes = p->vramd_bytes;
 		e.is_vramd = p->is_vramd;
 		copy_str(e.name, sizeof(e.name), p->name);
+		e.outside_reported = p->outside_reported;
+		e.outside_flags = p->expandable_segments ?
+					  VRAM_OUTSIDE_EXPANDABLE :
+					  0;
+		e.outside_bytes = p->outside_bytes;
+		e.outside_count = p->outside_count;
 		memcpy(entry_at(u, entry_size, k++), &e,
 		       entry_size < sizeof(e) ? entry_size : sizeof(e));
 	}
@@ -388,6 +394,36 @@ int vram_quotas(vram_client *c, size_t entry_size, struct vram_quota **out,
 	}
 	r = quotas_convert(resp->stats, entry_size, out, n);
 out:
+	call_release(&call);
+	registry_client_leave(c);
+	return error_finish(eg, r);
+}
+
+int vram_report_outside(vram_client *c, const struct vram_outside *o)
+{
+	unsigned eg = error_generation();
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__OutsideReport m = VRAM__OUTSIDE_REPORT__INIT;
+	struct call call = { 0 };
+	int r;
+
+	if (!o)
+		return error_finish(eg, error_set(EINVAL,
+						  "vram_report_outside: o is "
+						  "required"));
+	r = abi_check(o->size, ABI_END(struct vram_outside, count),
+		      "vram_outside");
+	if (r < 0)
+		return error_finish(eg, r);
+	r = registry_client_enter(c);
+	if (r < 0)
+		return error_finish(eg, r);
+	m.bytes = o->bytes;
+	m.count = o->count;
+	m.expandable_segments = (o->flags & VRAM_OUTSIDE_EXPANDABLE) != 0;
+	req.body_case = VRAM__REQUEST__BODY_OUTSIDE_REPORT;
+	req.outside_report = &m;
+	r = call_run(c, &req, &call, -1);
 	call_release(&call);
 	registry_client_leave(c);
 	return error_finish(eg, r);

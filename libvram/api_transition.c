@@ -4,6 +4,7 @@
  * its own pool included) are handled while the call waits; they, not the
  * reply, change the pools' local state. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,23 @@ static void report_fill(struct vram_report *rep, const Vram__TransitionReply *t)
 		o->free_after = d->free_after;
 	}
 	rep->rolled_back = t->rolled_back;
+	/* The owners' outside figures: once per owner. */
+	for (size_t i = 0; i < t->n_results; i++) {
+		const Vram__PoolResult *pr = t->results[i];
+		bool seen = false;
+		if (!pr || !pr->outside_reported)
+			continue;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = t->results[k] && t->results[k]->outside_reported &&
+			       t->results[k]->owner_pid == pr->owner_pid;
+		if (seen)
+			continue;
+		rep->outside_procs++;
+		rep->outside_bytes += pr->outside_bytes;
+		rep->outside_count += pr->outside_count;
+		if (pr->expandable_segments)
+			rep->outside_flags |= VRAM_OUTSIDE_EXPANDABLE;
+	}
 	if (t->failed && t->failed <= t->n_results && t->results[t->failed - 1]) {
 		const Vram__PoolResult *f = t->results[t->failed - 1];
 		rep->failed_err = f->err;

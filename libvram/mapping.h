@@ -50,6 +50,10 @@ struct mapping {
 	uint64_t size;	 /* end of the layout: the pool's size */
 	uint8_t *backup; /* mapped backup, NULL when none */
 	uint64_t backup_len;
+	/* A disk backup's file (a dup of the fd vramd sent; -1 otherwise): a
+	 * save writes it with pwrite, where writing through the mapping
+	 * would first read (zero-fill) every page of the sparse file. */
+	int backup_fd;
 	struct mapping_region *regions;
 	size_t n_regions, cap_regions;
 	uint64_t registered; /* backup registered over [0, registered) */

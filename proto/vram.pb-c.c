@@ -1178,6 +1178,51 @@ void   vram__quota_usage__free_unpacked
   assert(message->base.descriptor == &vram__quota_usage__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   vram__outside_report__init
+                     (Vram__OutsideReport         *message)
+{
+  static const Vram__OutsideReport init_value = VRAM__OUTSIDE_REPORT__INIT;
+  *message = init_value;
+}
+size_t vram__outside_report__get_packed_size
+                     (const Vram__OutsideReport *message)
+{
+  assert(message->base.descriptor == &vram__outside_report__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__outside_report__pack
+                     (const Vram__OutsideReport *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__outside_report__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__outside_report__pack_to_buffer
+                     (const Vram__OutsideReport *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__outside_report__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__OutsideReport *
+       vram__outside_report__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__OutsideReport *)
+     protobuf_c_message_unpack (&vram__outside_report__descriptor,
+                                allocator, len, data);
+}
+void   vram__outside_report__free_unpacked
+                     (Vram__OutsideReport *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__outside_report__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   vram__stats_reply__init
                      (Vram__StatsReply         *message)
 {
@@ -2345,7 +2390,7 @@ const ProtobufCMessageDescriptor vram__transition__descriptor =
   (ProtobufCMessageInit) vram__transition__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__pool_result__field_descriptors[9] =
+static const ProtobufCFieldDescriptor vram__pool_result__field_descriptors[13] =
 {
   {
     "name",
@@ -2455,22 +2500,75 @@ static const ProtobufCFieldDescriptor vram__pool_result__field_descriptors[9] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "outside_reported",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, outside_reported),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "outside_bytes",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, outside_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "outside_count",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, outside_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expandable_segments",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__PoolResult, expandable_segments),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__pool_result__field_indices_by_name[] = {
   3,   /* field[3] = bytes */
   7,   /* field[7] = device */
   1,   /* field[1] = err */
+  12,   /* field[12] = expandable_segments */
   4,   /* field[4] = late_pids */
   2,   /* field[2] = message */
   0,   /* field[0] = name */
+  10,   /* field[10] = outside_bytes */
+  11,   /* field[11] = outside_count */
+  9,   /* field[9] = outside_reported */
   6,   /* field[6] = owner_instance */
   5,   /* field[5] = owner_pid */
   8,   /* field[8] = rolled_back */
 };
-static const ProtobufCIntRange vram__pool_result__number_ranges[1 + 1] =
+static const ProtobufCIntRange vram__pool_result__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 9 }
+  { 20, 9 },
+  { 0, 13 }
 };
 const ProtobufCMessageDescriptor vram__pool_result__descriptor =
 {
@@ -2480,10 +2578,10 @@ const ProtobufCMessageDescriptor vram__pool_result__descriptor =
   "Vram__PoolResult",
   "vram",
   sizeof(Vram__PoolResult),
-  9,
+  13,
   vram__pool_result__field_descriptors,
   vram__pool_result__field_indices_by_name,
-  1,  vram__pool_result__number_ranges,
+  2,  vram__pool_result__number_ranges,
   (ProtobufCMessageInit) vram__pool_result__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -3180,7 +3278,7 @@ const ProtobufCMessageDescriptor vram__audit__descriptor =
   (ProtobufCMessageInit) vram__audit__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__process_usage__field_descriptors[7] =
+static const ProtobufCFieldDescriptor vram__process_usage__field_descriptors[11] =
 {
   {
     "pid",
@@ -3266,20 +3364,73 @@ static const ProtobufCFieldDescriptor vram__process_usage__field_descriptors[7] 
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "outside_reported",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, outside_reported),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "outside_bytes",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, outside_bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "outside_count",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, outside_count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expandable_segments",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ProcessUsage, expandable_segments),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__process_usage__field_indices_by_name[] = {
   1,   /* field[1] = device */
+  10,   /* field[10] = expandable_segments */
   6,   /* field[6] = is_vramd */
   5,   /* field[5] = name */
+  8,   /* field[8] = outside_bytes */
+  9,   /* field[9] = outside_count */
+  7,   /* field[7] = outside_reported */
   0,   /* field[0] = pid */
   3,   /* field[3] = used_bytes */
   2,   /* field[2] = used_known */
   4,   /* field[4] = vramd_bytes */
 };
-static const ProtobufCIntRange vram__process_usage__number_ranges[1 + 1] =
+static const ProtobufCIntRange vram__process_usage__number_ranges[2 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 20, 7 },
+  { 0, 11 }
 };
 const ProtobufCMessageDescriptor vram__process_usage__descriptor =
 {
@@ -3289,10 +3440,10 @@ const ProtobufCMessageDescriptor vram__process_usage__descriptor =
   "Vram__ProcessUsage",
   "vram",
   sizeof(Vram__ProcessUsage),
-  7,
+  11,
   vram__process_usage__field_descriptors,
   vram__process_usage__field_indices_by_name,
-  1,  vram__process_usage__number_ranges,
+  2,  vram__process_usage__number_ranges,
   (ProtobufCMessageInit) vram__process_usage__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
@@ -3518,6 +3669,70 @@ const ProtobufCMessageDescriptor vram__quota_usage__descriptor =
   vram__quota_usage__field_indices_by_name,
   1,  vram__quota_usage__number_ranges,
   (ProtobufCMessageInit) vram__quota_usage__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor vram__outside_report__field_descriptors[3] =
+{
+  {
+    "bytes",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__OutsideReport, bytes),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "count",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__OutsideReport, count),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "expandable_segments",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__OutsideReport, expandable_segments),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned vram__outside_report__field_indices_by_name[] = {
+  0,   /* field[0] = bytes */
+  1,   /* field[1] = count */
+  2,   /* field[2] = expandable_segments */
+};
+static const ProtobufCIntRange vram__outside_report__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor vram__outside_report__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.OutsideReport",
+  "OutsideReport",
+  "Vram__OutsideReport",
+  "vram",
+  sizeof(Vram__OutsideReport),
+  3,
+  vram__outside_report__field_descriptors,
+  vram__outside_report__field_indices_by_name,
+  1,  vram__outside_report__number_ranges,
+  (ProtobufCMessageInit) vram__outside_report__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor vram__stats_reply__field_descriptors[11] =
@@ -3752,7 +3967,7 @@ const ProtobufCMessageDescriptor vram__event_ack__descriptor =
   (ProtobufCMessageInit) vram__event_ack__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__request__field_descriptors[14] =
+static const ProtobufCFieldDescriptor vram__request__field_descriptors[15] =
 {
   {
     "id",
@@ -3922,6 +4137,18 @@ static const ProtobufCFieldDescriptor vram__request__field_descriptors[14] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "outside_report",
+    40,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__Request, body_case),
+    offsetof(Vram__Request, outside_report),
+    &vram__outside_report__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__request__field_indices_by_name[] = {
   11,   /* field[11] = ack */
@@ -3929,6 +4156,7 @@ static const unsigned vram__request__field_indices_by_name[] = {
   1,   /* field[1] = hello */
   0,   /* field[0] = id */
   9,   /* field[9] = list */
+  14,   /* field[14] = outside_report */
   7,   /* field[7] = pause */
   12,   /* field[12] = ping */
   5,   /* field[5] = pool_close */
@@ -3939,11 +4167,12 @@ static const unsigned vram__request__field_indices_by_name[] = {
   8,   /* field[8] = resume */
   10,   /* field[10] = stats */
 };
-static const ProtobufCIntRange vram__request__number_ranges[2 + 1] =
+static const ProtobufCIntRange vram__request__number_ranges[3 + 1] =
 {
   { 1, 0 },
   { 10, 1 },
-  { 0, 14 }
+  { 40, 14 },
+  { 0, 15 }
 };
 const ProtobufCMessageDescriptor vram__request__descriptor =
 {
@@ -3953,10 +4182,10 @@ const ProtobufCMessageDescriptor vram__request__descriptor =
   "Vram__Request",
   "vram",
   sizeof(Vram__Request),
-  14,
+  15,
   vram__request__field_descriptors,
   vram__request__field_indices_by_name,
-  2,  vram__request__number_ranges,
+  3,  vram__request__number_ranges,
   (ProtobufCMessageInit) vram__request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };

@@ -42,6 +42,7 @@ typedef struct Vram__ProcessUsage Vram__ProcessUsage;
 typedef struct Vram__AuditReply Vram__AuditReply;
 typedef struct Vram__Ping Vram__Ping;
 typedef struct Vram__QuotaUsage Vram__QuotaUsage;
+typedef struct Vram__OutsideReport Vram__OutsideReport;
 typedef struct Vram__StatsReply Vram__StatsReply;
 typedef struct Vram__EventAck Vram__EventAck;
 typedef struct Vram__Request Vram__Request;
@@ -352,10 +353,17 @@ struct  Vram__PoolResult
    * gang: it changed, then was brought back
    */
   protobuf_c_boolean rolled_back;
+  /*
+   * The owner's OutsideReport, if it sent one (see ProcessUsage).
+   */
+  protobuf_c_boolean outside_reported;
+  uint64_t outside_bytes;
+  uint64_t outside_count;
+  protobuf_c_boolean expandable_segments;
 };
 #define VRAM__POOL_RESULT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__pool_result__descriptor) \
-    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0 }
+    , (char *)protobuf_c_empty_string, 0, (char *)protobuf_c_empty_string, 0, 0,NULL, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0 }
 
 
 /*
@@ -546,10 +554,18 @@ struct  Vram__ProcessUsage
    * the daemon itself
    */
   protobuf_c_boolean is_vramd;
+  /*
+   * What the process said it allocated outside vramd's pools
+   * (OutsideReport, libvram-preload.so), when it said so.
+   */
+  protobuf_c_boolean outside_reported;
+  uint64_t outside_bytes;
+  uint64_t outside_count;
+  protobuf_c_boolean expandable_segments;
 };
 #define VRAM__PROCESS_USAGE__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__process_usage__descriptor) \
-    , 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0 }
+    , 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0 }
 
 
 struct  Vram__AuditReply
@@ -634,6 +650,28 @@ struct  Vram__QuotaUsage
     , 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,NULL }
 
 
+/*
+ * What a process allocated on its devices outside vramd's pools, as
+ * libvram-preload.so counts it (docs/preload.md): live allocations it
+ * passed to the runtime (disable() scopes, the mode off). Sent again
+ * whenever the figures change; the daemon keeps the last per session and
+ * shows it in audits and pause reports. Answered with an empty response.
+ */
+struct  Vram__OutsideReport
+{
+  ProtobufCMessage base;
+  uint64_t bytes;
+  uint64_t count;
+  /*
+   * PyTorch was asked for expandable
+   */
+  protobuf_c_boolean expandable_segments;
+};
+#define VRAM__OUTSIDE_REPORT__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__outside_report__descriptor) \
+    , 0, 0, 0 }
+
+
 struct  Vram__StatsReply
 {
   ProtobufCMessage base;
@@ -700,7 +738,8 @@ typedef enum {
   VRAM__REQUEST__BODY_STATS = 19,
   VRAM__REQUEST__BODY_ACK = 20,
   VRAM__REQUEST__BODY_PING = 21,
-  VRAM__REQUEST__BODY_AUDIT = 22
+  VRAM__REQUEST__BODY_AUDIT = 22,
+  VRAM__REQUEST__BODY_OUTSIDE_REPORT = 40
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__REQUEST__BODY__CASE)
 } Vram__Request__BodyCase;
 
@@ -726,6 +765,7 @@ struct  Vram__Request
     Vram__EventAck *ack;
     Vram__Ping *ping;
     Vram__Audit *audit;
+    Vram__OutsideReport *outside_report;
   };
 };
 #define VRAM__REQUEST__INIT \
@@ -1306,6 +1346,25 @@ Vram__QuotaUsage *
 void   vram__quota_usage__free_unpacked
                      (Vram__QuotaUsage *message,
                       ProtobufCAllocator *allocator);
+/* Vram__OutsideReport methods */
+void   vram__outside_report__init
+                     (Vram__OutsideReport         *message);
+size_t vram__outside_report__get_packed_size
+                     (const Vram__OutsideReport   *message);
+size_t vram__outside_report__pack
+                     (const Vram__OutsideReport   *message,
+                      uint8_t             *out);
+size_t vram__outside_report__pack_to_buffer
+                     (const Vram__OutsideReport   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__OutsideReport *
+       vram__outside_report__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__outside_report__free_unpacked
+                     (Vram__OutsideReport *message,
+                      ProtobufCAllocator *allocator);
 /* Vram__StatsReply methods */
 void   vram__stats_reply__init
                      (Vram__StatsReply         *message);
@@ -1500,6 +1559,9 @@ typedef void (*Vram__Ping_Closure)
 typedef void (*Vram__QuotaUsage_Closure)
                  (const Vram__QuotaUsage *message,
                   void *closure_data);
+typedef void (*Vram__OutsideReport_Closure)
+                 (const Vram__OutsideReport *message,
+                  void *closure_data);
 typedef void (*Vram__StatsReply_Closure)
                  (const Vram__StatsReply *message,
                   void *closure_data);
@@ -1554,6 +1616,7 @@ extern const ProtobufCMessageDescriptor vram__process_usage__descriptor;
 extern const ProtobufCMessageDescriptor vram__audit_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__ping__descriptor;
 extern const ProtobufCMessageDescriptor vram__quota_usage__descriptor;
+extern const ProtobufCMessageDescriptor vram__outside_report__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats_reply__descriptor;
 extern const ProtobufCMessageDescriptor vram__event_ack__descriptor;
 extern const ProtobufCMessageDescriptor vram__request__descriptor;

@@ -40,6 +40,18 @@ static int audit_print_json(const struct vram_process_usage *u, size_t n,
 		json_kv_uint(&j, "used_bytes", u[i].used_bytes);
 		json_kv_uint(&j, "vramd_bytes", u[i].vramd_bytes);
 		json_kv_uint(&j, "outside_bytes", u[i].used_known ? u[i].used_bytes : 0);
+		json_key(&j, "reported_outside");
+		if (u[i].outside_reported) {
+			json_object_begin(&j);
+			json_kv_uint(&j, "bytes", u[i].outside_bytes);
+			json_kv_uint(&j, "count", u[i].outside_count);
+			json_kv_bool(&j, "expandable_segments",
+				     (u[i].outside_flags &
+				      VRAM_OUTSIDE_EXPANDABLE) != 0);
+			json_object_end(&j);
+		} else {
+			json_null(&j);
+		}
 		json_object_end(&j);
 	}
 	json_array_end(&j);
@@ -82,6 +94,25 @@ static int audit_print_text(const struct vram_process_usage *u, size_t n,
 	}
 	r = table_print(t, stdout, 0);
 	table_free(t);
+	/* What processes under libvram-preload.so said they left outside
+	 * their pools: once per process. */
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		int seen = 0;
+		if (!u[i].outside_reported)
+			continue;
+		for (size_t k = 0; k < i && !seen; k++)
+			seen = u[k].pid == u[i].pid && u[k].outside_reported;
+		if (seen)
+			continue;
+		printf("pid %" PRIu32 " outside: %s in %" PRIu64
+		       " allocation%s (disable scopes), plus the CUDA "
+		       "context%s\n",
+		       u[i].pid, fmt_bytes(u[i].outside_bytes, a, sizeof(a)),
+		       u[i].outside_count, u[i].outside_count == 1 ? "" : "s",
+		       u[i].outside_flags & VRAM_OUTSIDE_EXPANDABLE ?
+			       " and PyTorch's expandable segments" :
+			       "");
+	}
 	return r;
 }
 

@@ -209,6 +209,11 @@ static int transition_print_json(const struct transition *tr,
 	}
 	json_array_end(&j);
 	json_kv_uint(&j, "rolled_back", rep->rolled_back);
+	json_kv_uint(&j, "outside_procs", rep->outside_procs);
+	json_kv_uint(&j, "outside_bytes", rep->outside_bytes);
+	json_kv_uint(&j, "outside_count", rep->outside_count);
+	json_kv_bool(&j, "outside_expandable_segments",
+		     (rep->outside_flags & VRAM_OUTSIDE_EXPANDABLE) != 0);
 	json_key(&j, "failed_rank");
 	if (rep->failed_err) {
 		json_object_begin(&j);
@@ -265,6 +270,16 @@ static void transition_print_text(const struct transition *tr,
 		printf("  device %u free %s -> %s\n", rep->devices[i].index,
 		       fmt_bytes(rep->devices[i].free_before, a, sizeof(a)),
 		       fmt_bytes(rep->devices[i].free_after, b, sizeof(b)));
+	/* What libvram-preload.so's processes left outside their pools. */
+	if (rep->outside_procs && !tr->resume)
+		printf("outside: %s in %" PRIu64 " allocation%s (disable scopes), "
+		       "plus the CUDA context%s%s\n",
+		       fmt_bytes(rep->outside_bytes, a, sizeof(a)),
+		       rep->outside_count, rep->outside_count == 1 ? "" : "s",
+		       rep->outside_procs > 1 ? "s" : "",
+		       rep->outside_flags & VRAM_OUTSIDE_EXPANDABLE ?
+			       " and PyTorch's expandable segments" :
+			       "");
 	if (err < 0 && rep->failed)
 		printf("%" PRIu32 " pool%s did not %s\n", rep->failed,
 		       rep->failed == 1 ? "" : "s", tr->verb);

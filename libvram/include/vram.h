@@ -359,6 +359,14 @@ struct vram_report {
 	unsigned failed_device;
 	char failed_instance[64];
 	char failed_pool[128];
+	/* Since 0.3: what the owners of the pools that changed said they
+	 * allocated outside vramd's pools (vram_report_outside, sent by
+	 * libvram-preload.so), summed over those owners (outside_procs of
+	 * them): their CUDA contexts come on top. */
+	uint32_t outside_procs;
+	unsigned outside_flags; /* VRAM_OUTSIDE_*, of any of them */
+	uint64_t outside_bytes;
+	uint64_t outside_count;
 };
 
 #define VRAM_REPORT_INIT VRAM_SIZED_INIT_(struct vram_report)
@@ -504,6 +512,13 @@ struct vram_process_usage {
 	uint64_t vramd_bytes; /* bytes of active vramd pools it maps */
 	int is_vramd;         /* the daemon itself */
 	char name[64];        /* its vramd client name, "" if none */
+	/* Since 0.3: what the process said it allocated outside vramd's
+	 * pools (vram_report_outside), the process's figures on each of its
+	 * rows; outside_reported 0 when it said nothing. */
+	int outside_reported;
+	unsigned outside_flags; /* VRAM_OUTSIDE_* */
+	uint64_t outside_bytes;
+	uint64_t outside_count;
 };
 
 /* Lists every process using a device (as the driver reports them) and
@@ -517,6 +532,27 @@ struct vram_process_usage {
  * client), -ENOMEM, -EPROTO, -EPIPE. */
 int vram_audit(vram_client *c, size_t entry_size,
 	       struct vram_process_usage **out, size_t *n, int *driver_info);
+
+/* What this process allocated on its devices outside vramd's pools:
+ * live allocations a capturing library (libvram-preload.so) passed to the
+ * runtime itself. The daemon keeps the last one sent on this client's
+ * session and shows it in vram_audit and in the reports of pauses of the
+ * pools this client owns. */
+#define VRAM_OUTSIDE_EXPANDABLE 0x1u /* PyTorch's expandable segments were
+				      * asked for: memory mapped with the
+				      * driver (cuMem*), not counted here */
+struct vram_outside {
+	uint32_t size; /* sizeof(struct vram_outside) */
+	unsigned flags; /* VRAM_OUTSIDE_* */
+	uint64_t bytes;
+	uint64_t count;
+};
+
+#define VRAM_OUTSIDE_INIT VRAM_SIZED_INIT_(struct vram_outside)
+
+/* Sends *o to the daemon (see struct vram_outside). Errors: -EINVAL (NULL
+ * or bad size), -EOPNOTSUPP a daemon older than 0.3, -EPIPE. */
+int vram_report_outside(vram_client *c, const struct vram_outside *o);
 
 /* Human names: "active", "paused", ...; "discard", "host"; "unknown" for a
  * value that is none of them (VRAM_STATE_INVALID: "invalid"). Static. */

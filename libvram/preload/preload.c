@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -131,6 +132,7 @@ struct preload_pool {
 	char tag[VRAM_PRELOAD_TAG_MAX];
 	int backup;
 	int dev;
+	int retain; /* made to keep its backup after a resume */
 	vram_pool *pool;
 };
 
@@ -138,9 +140,11 @@ struct preload_pool {
 static struct {
 	int whole;  /* whole-process mode */
 	int backup; /* the default tag keeps a host backup */
-	int retain; /* backups keep their pages after a resume */
+	atomic_int retain; /* pools made from now on keep their backup's
+			    * pages after a resume (vram_preload_set_retain) */
 	char tag[VRAM_PRELOAD_TAG_MAX];
 	uint64_t reserve;
+	int expandable; /* PyTorch's expandable segments were asked for */
 } cfg;
 
 static pthread_mutex_t preload_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -150,6 +154,14 @@ static unsigned preload_n_pools; /* preload_lock */
 static struct ptr_table preload_ptrs;
 static atomic_uint_fast64_t preload_failed;
 static atomic_int preload_warned;
+
+/* The report of what the process allocated outside the pools (vramd's
+ * audit and pause reports show it): a thread sends it whenever the
+ * figures changed, so that no allocation waits for the daemon. */
+static pthread_mutex_t outside_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t outside_cond = PTHREAD_COND_INITIALIZER;
+static int outside_dirty;   /* outside_lock */
+static int outside_started; /* preload_lock */
 
 static __thread struct scope scope_stack[VRAM_PRELOAD_DEPTH_MAX];
 static __thread unsigned scope_depth;
@@ -173,6 +185,10 @@ static int env_on(const char *name)
 static void preload_atfork_child(void)
 {
 	pthread_mutex_init(&preload_lock, NULL);
+	pthread_mutex_init(&outside_lock, NULL);
+	pthread_cond_init(&outside_cond, NULL);
+	outside_dirty = 0;
+	outside_started = 0;
 	preload_client = NULL;
 	preload_n_pools = 0;
 	ptr_table_reset(&preload_ptrs);
@@ -188,7 +204,10 @@ static void preload_check_torch_settings(void)
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		const char *v = getenv(names[i]);
-		if (v && strcasestr(v, "expandable_segments:true"))
+		if (!v || !strcasestr(v, "expandable_segments:true"))
+			continue;
+		cfg.expandable = 1;
+		if (cfg.whole)
 			fprintf(stderr,
 				"vram-preload: %s has expandable_segments:True: "
 				"PyTorch then maps memory with the driver, "
@@ -209,8 +228,8 @@ __attribute__((constructor)) static void preload_init(void)
 	const char *be = getenv("TMS_INIT_CPU_BACKUP_BACKEND");
 	if (cfg.backup && be && strcmp(be, "mmap") == 0)
 		cfg.backup = VRAM_PRELOAD_BACKUP_PAGEABLE;
-	cfg.retain = env_on("VRAM_CAPTURE_RETAIN") ||
-		     env_on("TMS_RETAIN_CPU_BACKUP");
+	atomic_store(&cfg.retain, env_on("VRAM_CAPTURE_RETAIN") ||
+					  env_on("TMS_RETAIN_CPU_BACKUP"));
 	if (!tag || !*tag || strlen(tag) >= sizeof(cfg.tag))
 		tag = "default";
 	snprintf(cfg.tag, sizeof(cfg.tag), "%s", tag);
@@ -218,8 +237,7 @@ __attribute__((constructor)) static void preload_init(void)
 		cfg.reserve = strtoull(reserve, NULL, 0);
 	ptr_table_init(&preload_ptrs);
 	pthread_atfork(NULL, NULL, preload_atfork_child);
-	if (cfg.whole)
-		preload_check_torch_settings();
+	preload_check_torch_settings();
 }
 
 /* ---- the real runtimes -------------------------------------------------- */
@@ -341,6 +359,60 @@ static int preload_refuse(const char *fmt, ...)
 
 /* ---- pools -------------------------------------------------------------- */
 
+/* Says the outside figures changed: the reporter sends them. */
+static void outside_changed(void)
+{
+	pthread_mutex_lock(&outside_lock);
+	outside_dirty = 1;
+	pthread_cond_signal(&outside_cond);
+	pthread_mutex_unlock(&outside_lock);
+}
+
+/* The reporter: sends the live allocations passed to the runtime each
+ * time they changed (several changes in a row make one report). */
+static void *outside_reporter(void *arg)
+{
+	vram_client *c = arg;
+
+	for (;;) {
+		struct vram_outside o = VRAM_OUTSIDE_INIT;
+
+		pthread_mutex_lock(&outside_lock);
+		while (!outside_dirty)
+			pthread_cond_wait(&outside_cond, &outside_lock);
+		outside_dirty = 0;
+		pthread_mutex_unlock(&outside_lock);
+		ptr_table_sum(&preload_ptrs, PTR_OUTSIDE, &o.bytes, &o.count);
+		o.flags = cfg.expandable ? VRAM_OUTSIDE_EXPANDABLE : 0;
+		/* A daemon that is gone, or older, hears nothing more. */
+		if (vram_report_outside(c, &o) < 0)
+			return NULL;
+	}
+}
+
+/* Starts the reporter once the client is connected (preload_lock
+ * held), with a first report at once. */
+static void outside_start_locked(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+
+	if (outside_started)
+		return;
+	outside_started = 1;
+	pthread_attr_init(&a);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	/* The program's signals are not the reporter's to take. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, &a, outside_reporter, preload_client) != 0)
+		outside_started = 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	outside_changed();
+}
+
 /* The client, connected on first use (preload_lock held). */
 static int preload_connect_locked(void)
 {
@@ -362,6 +434,7 @@ static int preload_connect_locked(void)
 		preload_client = NULL;
 		return r;
 	}
+	outside_start_locked();
 	return 0;
 }
 
@@ -410,8 +483,10 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 	if (backup == VRAM_PRELOAD_BACKUP_PAGEABLE)
 		o.flags |= VRAM_POOL_PAGEABLE_BACKUP;
 	/* torch_memory_saver's default: the host memory goes back after a
-	 * resume, unless TMS_RETAIN_CPU_BACKUP / VRAM_CAPTURE_RETAIN. */
-	if (backup && !cfg.retain)
+	 * resume, unless TMS_RETAIN_CPU_BACKUP / VRAM_CAPTURE_RETAIN or
+	 * vram_preload_set_retain() asked to keep it. */
+	int retain = atomic_load(&cfg.retain);
+	if (backup && !retain)
 		o.flags |= VRAM_POOL_RELEASE_BACKUP;
 	o.reserve_bytes = cfg.reserve;
 	r = vram_pool_create(preload_client, &o, &p);
@@ -425,6 +500,7 @@ static vram_pool *preload_pool_get(const char *tag, int backup, int dev)
 	snprintf(pp->tag, sizeof(pp->tag), "%s", tag);
 	pp->backup = backup;
 	pp->dev = dev;
+	pp->retain = backup && retain;
 	pp->pool = p;
 out:
 	pthread_mutex_unlock(&preload_lock);
@@ -493,9 +569,11 @@ static int preload_malloc(struct runtime *rt, void **out, size_t size,
 		r = rt->malloc_(&ptr, size);
 	else
 		return preload_refuse("no %s runtime loaded", rt->name);
-	if (r == RT_SUCCESS && ptr)
+	if (r == RT_SUCCESS && ptr) {
 		ptr_table_add(&preload_ptrs, (uintptr_t)ptr, size, 0,
 			      PTR_OUTSIDE);
+		outside_changed();
+	}
 	*out = ptr;
 	return r;
 }
@@ -535,8 +613,8 @@ static int preload_free(struct runtime *rt, void *ptr, void *stream, int async,
 		in_preload = 0;
 		return RT_SUCCESS;
 	}
-	if (ptr)
-		ptr_table_take(&preload_ptrs, (uintptr_t)ptr, &e, 1);
+	if (ptr && ptr_table_take(&preload_ptrs, (uintptr_t)ptr, &e, 1))
+		outside_changed();
 	if (async_fn)
 		return async_fn(ptr, stream);
 	if (!async && rt->free_)
@@ -714,4 +792,79 @@ EXPORT int vram_preload_stats(struct vram_preload_stats *out)
 EXPORT const char *vram_preload_last_error(void)
 {
 	return preload_msg;
+}
+
+EXPORT int vram_preload_set_retain(int retain)
+{
+	return atomic_exchange(&cfg.retain, retain != 0);
+}
+
+EXPORT int vram_preload_backup(const void *ptr, uint64_t len,
+			       struct vram_preload_backup *out)
+{
+	struct vram_preload_backup b = { 0 };
+	uintptr_t at = (uintptr_t)ptr;
+	int r = -ENOENT;
+
+	if (!out || out->size < sizeof(uint32_t))
+		return -EINVAL;
+	b.size = out->size < sizeof(b) ? out->size : (uint32_t)sizeof(b);
+	pthread_mutex_lock(&preload_lock);
+	for (unsigned i = 0; i < preload_n_pools; i++) {
+		struct preload_pool *pp = &preload_pools[i];
+		uintptr_t base = vram_pool_base(pp->pool);
+		uint64_t size = vram_pool_size(pp->pool);
+		void *host;
+		uint64_t n;
+
+		/* The pool's size is what it maps (kept while paused): the
+		 * range a tensor of it lies in. */
+		if (!base || at < base || at - base > size ||
+		    len > size - (at - base))
+			continue;
+		snprintf(b.tag, sizeof(b.tag), "%s", pp->tag);
+		b.kind = pp->backup;
+		b.retains = pp->retain;
+		b.paused = vram_pool_state(pp->pool) == VRAM_STATE_PAUSED;
+		if (!pp->backup) {
+			r = -ENODEV;
+			break;
+		}
+		r = vram_pool_backup(pp->pool, &host, &n);
+		if (r < 0)
+			break;
+		if (at - base + len > n) {
+			r = -ERANGE;
+			break;
+		}
+		b.host = (uint8_t *)host + (at - base);
+		r = 0;
+		break;
+	}
+	pthread_mutex_unlock(&preload_lock);
+	memcpy(out, &b, b.size);
+	return r;
+}
+
+EXPORT int vram_preload_backup_release(const char *tag)
+{
+	int n = 0, r = 0;
+
+	pthread_mutex_lock(&preload_lock);
+	for (unsigned i = 0; i < preload_n_pools; i++) {
+		struct preload_pool *pp = &preload_pools[i];
+
+		if (!pp->backup || pp->backup == VRAM_PRELOAD_BACKUP_DISK ||
+		    (tag && strcmp(pp->tag, tag) != 0))
+			continue;
+		/* A paused pool's backup is its content: never dropped. */
+		if (vram_pool_state(pp->pool) != VRAM_STATE_ACTIVE)
+			continue;
+		r = vram_pool_backup_release(pp->pool);
+		if (r < 0)
+			break;
+		n++;
+	}
+	pthread_mutex_unlock(&preload_lock);
+	return r < 0 ? r : n;
 }

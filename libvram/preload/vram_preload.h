@@ -44,7 +44,8 @@ extern "C" {
  * VRAM_PRELOAD_BACKUP_DISK a file vramd owns (VRAM_POLICY_DISK); any other
  * nonzero value is HOST. Backups give their host memory back after a
  * resume unless TMS_RETAIN_CPU_BACKUP=1 (or VRAM_CAPTURE_RETAIN=1) was set
- * when the library loaded. Scopes nest. -EINVAL (tag too long or empty),
+ * when the library loaded, or vram_preload_set_retain(1) was called before
+ * the pool was made. Scopes nest. -EINVAL (tag too long or empty),
  * -EOVERFLOW (too deep). */
 #define VRAM_PRELOAD_BACKUP_HOST 1
 #define VRAM_PRELOAD_BACKUP_PAGEABLE 2
@@ -94,6 +95,45 @@ int vram_preload_stats(struct vram_preload_stats *out);
 /* Why the last allocation refused on this thread was refused ("" if
  * none). Valid until the next allocation on this thread. */
 const char *vram_preload_last_error(void);
+
+/* Sets whether the pools the library makes from now on keep their
+ * backup's pages after a resume (1), or give them back once restored (0,
+ * torch_memory_saver's default); starts as TMS_RETAIN_CPU_BACKUP or
+ * VRAM_CAPTURE_RETAIN said at load. A pool keeps the setting it was made
+ * with: vramd releases a backup after the resume itself, so a pool made
+ * to release cannot be told to retain later; a retaining pool's backup
+ * is given back on demand with vram_preload_backup_release(). The Python
+ * layer sets 1 when it finds the library and decides at each of its
+ * resumes (docs/preload.md). Returns the previous setting. */
+int vram_preload_set_retain(int retain);
+
+/* Where the backup of [ptr, ptr + len) is, for get_cpu_backup. Set size to
+ * sizeof(struct vram_preload_backup) first. */
+struct vram_preload_backup {
+	uint32_t size;
+	int kind;    /* the pool's VRAM_PRELOAD_BACKUP_* (0: none) */
+	int paused;  /* the pool is paused: the backup holds its content */
+	int retains; /* the pool keeps its backup after a resume */
+	void *host;  /* the backup's byte for ptr, in this process */
+	char tag[VRAM_PRELOAD_TAG_MAX];
+};
+
+/* Finds the library's pool that holds [ptr, ptr + len) and fills *out: 0
+ * with out->host set (the content there is ptr's as the last pause saved
+ * it, while out->paused, and after a resume only while the pool retains
+ * it and nobody released it since), -ENODEV the pool keeps no backup
+ * (kind 0; tag and state are still set), -ENOENT no pool of the library
+ * holds the range, -ERANGE the backup is shorter, -EINVAL. The mapping is
+ * the library's for the life of the process. */
+int vram_preload_backup(const void *ptr, uint64_t len,
+			struct vram_preload_backup *out);
+
+/* Gives back the host pages of the backups of tag's pools (NULL: every
+ * tag) that are active now, as a resume that does not retain does:
+ * torch_memory_saver's retain_cpu_backup decided at resume time. Paused
+ * pools and disk backups are left alone. Returns the pools released or
+ * -errno. */
+int vram_preload_backup_release(const char *tag);
 
 #ifdef __cplusplus
 }

@@ -124,6 +124,10 @@ class Report(Sized):
         ("failed_device", c_uint),
         ("failed_instance", c_char * 64),
         ("failed_pool", c_char * 128),
+        ("outside_procs", c_uint32),
+        ("outside_flags", c_uint),
+        ("outside_bytes", c_uint64),
+        ("outside_count", c_uint64),
     ]
 
 
@@ -199,6 +203,10 @@ class ProcessUsage(Sized):
         ("vramd_bytes", c_uint64),
         ("is_vramd", c_int),
         ("name", c_char * 64),
+        ("outside_reported", c_int),
+        ("outside_flags", c_uint),
+        ("outside_bytes", c_uint64),
+        ("outside_count", c_uint64),
     ]
 
 

@@ -583,3 +583,126 @@ TEST(hip_calls_are_captured_too)
 	vram_client_close(vc);
 	integ_stop();
 }
+
+/* The audit row of the child's pid, with what it reported outside; fails
+ * the test unless there is one. */
+static struct vram_process_usage child_usage(vram_client *vc, struct child *c)
+{
+	struct vram_process_usage *u = NULL, row = { 0 };
+	size_t n = 0;
+	int found = 0;
+
+	ASSERT_OK(vram_audit(vc, sizeof(*u), &u, &n, NULL));
+	for (size_t i = 0; i < n && !found; i++)
+		if (u[i].pid == (uint32_t)c->pid) {
+			row = u[i];
+			found = 1;
+		}
+	free(u);
+	if (!found)
+		TEST_FAIL("no audit row for the child (pid %d)", (int)c->pid);
+	return row;
+}
+
+/* The library reports on its own thread, after the allocation returned:
+ * waits for the daemon to hold bytes in count allocations (a bound only a
+ * library that never reports reaches). */
+static struct vram_process_usage child_wait_outside(vram_client *vc,
+						    struct child *c,
+						    uint64_t bytes,
+						    uint64_t count)
+{
+	struct vram_process_usage u = { 0 };
+
+	for (int i = 0; i < 1000; i++) {
+		u = child_usage(vc, c);
+		if (u.outside_reported && u.outside_bytes == bytes &&
+		    u.outside_count == count)
+			return u;
+		usleep(10000);
+	}
+	TEST_FAIL("the daemon holds %s%llu bytes in %llu outside, not %llu "
+		  "in %llu", u.outside_reported ? "" : "no report; ",
+		  (unsigned long long)u.outside_bytes,
+		  (unsigned long long)u.outside_count,
+		  (unsigned long long)bytes, (unsigned long long)count);
+}
+
+/* What the library passed to the runtime (disable() scopes) reaches the
+ * daemon over its session: vramctl audit names it per process (a paused
+ * one too), and so do a pause's report, vramctl pause and the daemon's
+ * log, with the expandable segments PyTorch was asked for. */
+TEST(outside_named_in_audit_and_pause_report)
+{
+	start_daemon();
+	vram_client *vc = integ_connect("controller");
+	struct vram_stats base = integ_stats(vc);
+	const char *const env[] = {
+		"TMS_INIT_ENABLE=1", "TMS_INIT_ENABLE_CPU_BACKUP=1",
+		"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", NULL
+	};
+	struct child c;
+	struct vram_report rep = VRAM_REPORT_INIT;
+	char out[8192], pid[16], want[256];
+
+	child_start(&c, env);
+	uintptr_t a = child_malloc(&c, "malloc", 4 * MiB);
+	ASSERT_EQ(child_rc(&c, "disable"), 0);
+	uintptr_t o1 = child_malloc(&c, "malloc", MiB);
+	uintptr_t o2 = child_malloc(&c, "malloc_async", 2 * MiB);
+	ASSERT_EQ(child_rc(&c, "disable_exit"), 0);
+	struct vram_process_usage u = child_wait_outside(vc, &c, 3 * MiB, 2);
+	ASSERT(u.outside_flags & VRAM_OUTSIDE_EXPANDABLE);
+
+	snprintf(pid, sizeof(pid), "%d", (int)c.pid);
+	const char *ctl = getenv("VRAMCTL_BIN");
+	const char *const pause_argv[] = { ctl ? ctl : "build/vramctl",
+					   "--socket",
+					   integ_daemon.socket,
+					   "pause",
+					   "--owner",
+					   pid,
+					   NULL };
+	ASSERT_EQ(harness_run_capture(pause_argv, out, sizeof(out)), 0);
+	if (!strstr(out, "outside: 3M in 2 allocations (disable scopes), "
+			 "plus the CUDA context and PyTorch's expandable "
+			 "segments"))
+		TEST_FAIL("vramctl pause said: %s", out);
+	snprintf(want, sizeof(want),
+		 "pid %d paused: outside: %llu bytes in 2 allocations "
+		 "(disable scopes), plus the CUDA context",
+		 (int)c.pid, 3 * MiB);
+	ASSERT(strstr(harness_daemon_log(&integ_daemon), want) != NULL);
+	/* Paused, it still has its row (it owns the pool), and vramctl
+	 * audit says it once. */
+	const char *const audit_argv[] = { ctl ? ctl : "build/vramctl",
+					   "--socket", integ_daemon.socket,
+					   "audit", NULL };
+	ASSERT_EQ(harness_run_capture(audit_argv, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want),
+		 "pid %d outside: 3M in 2 allocations (disable scopes), "
+		 "plus the CUDA context and PyTorch's expandable segments",
+		 (int)c.pid);
+	if (!strstr(out, want))
+		TEST_FAIL("vramctl audit said: %s", out);
+
+	/* The freed ones are gone from the next report; the API's report
+	 * sums the owners'. */
+	ASSERT_EQ(child_rc(&c, "free 0x%lx", (unsigned long)o1), 0);
+	child_wait_outside(vc, &c, 2 * MiB, 1);
+	struct vram_selector sel = by_owner(&c);
+	ASSERT_OK(vram_resume(vc, &sel, 0, &rep));
+	ASSERT_OK(vram_pause(vc, &sel, 0, &rep));
+	ASSERT_EQ(rep.outside_procs, 1);
+	ASSERT_UEQ(rep.outside_bytes, 2 * MiB);
+	ASSERT_UEQ(rep.outside_count, 1);
+	ASSERT(rep.outside_flags & VRAM_OUTSIDE_EXPANDABLE);
+	ASSERT_OK(vram_resume(vc, &sel, 0, &rep));
+	ASSERT_EQ(child_rc(&c, "free_async 0x%lx", (unsigned long)o2), 0);
+	ASSERT_EQ(child_rc(&c, "free 0x%lx", (unsigned long)a), 0);
+	child_wait_outside(vc, &c, 0, 0);
+	child_quit(&c);
+	integ_wait_baseline(vc, base.open_fds, base.used_bytes);
+	vram_client_close(vc);
+	integ_stop();
+}

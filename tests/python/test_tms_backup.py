@@ -374,3 +374,127 @@ def test_vllm_without_sleep_mode_backend(monkeypatch):
     monkeypatch.setattr(v, "_backend_class", None)
     assert v.register_sleep_mode_backend() is False
     assert v._sleep_mode_backend_class() is None
+
+
+# ---- hook_mode "preload": libvram-preload.so's pools -------------------------
+
+_PRELOAD_SCRIPT = r"""
+import ctypes, os, sys, types
+fake = ctypes.CDLL(os.environ["CUDART_FAKE"], mode=ctypes.RTLD_GLOBAL)
+me = ctypes.CDLL(None)
+me.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+me.vram_preload_region_enter.argtypes = [ctypes.c_char_p, ctypes.c_int]
+
+class HostView:
+    def __init__(self, buf, copied=False):
+        self.buf, self.copied = buf, copied
+    def view(self, *_):
+        return self
+    def clone(self):
+        return HostView(bytes(self.buf), True)
+    def data_ptr(self):
+        return ctypes.addressof(self.buf)
+    def tobytes(self):
+        return bytes(self.buf)
+
+class T:
+    is_cuda = True
+    dtype = "uint8"
+    def __init__(self, ptr, n):
+        self.ptr, self.nbytes, self.shape = ptr, n, (n,)
+    def data_ptr(self):
+        return self.ptr
+    def is_contiguous(self):
+        return True
+
+torch = types.ModuleType("torch")
+torch.cuda = types.ModuleType("torch.cuda")
+torch.uint8 = "uint8"
+torch.frombuffer = lambda buf, dtype: HostView(buf)
+sys.modules["torch"] = torch
+
+import vram
+import vram.compat.torch_memory_saver as tms
+
+MiB = 1 << 20
+s = tms.TorchMemorySaver()
+s.hook_mode = "preload"  # before the first allocation, as SGLang does
+
+def alloc(tag, backup, seed):
+    if tag:
+        assert me.vram_preload_region_enter(tag.encode(), backup) == 0
+    p = ctypes.c_void_p()
+    assert me.cudaMalloc(ctypes.byref(p), MiB) == 0
+    if tag:
+        assert me.vram_preload_region_exit() == 0
+    data = bytes((seed * 7 + i) & 0xFF for i in range(251)) * (MiB // 251) 
+    data += bytes(MiB - len(data))
+    ctypes.memmove(p.value, data, MiB)
+    return T(p.value, MiB), data
+
+def held(tag):
+    return sum(pi.backup_bytes for pi in c.list_pools(owner_pid=os.getpid())
+               if pi.tag == tag)
+
+c = vram.connect(name="checker")
+a, da = alloc(None, 0, 1)          # whole-process: the default tag, host backup
+w, dw = alloc("weights", 1, 2)     # a region with a backup
+k, _ = alloc("kv_cache", 0, 3)     # a region without one
+assert s.get_cpu_backup(a) is None  # active, never paused
+s.pause()
+got = s.get_cpu_backup(a)
+assert got.copied and got.tobytes() == da
+view = s.get_cpu_backup(w, zero_copy=True)
+assert not view.copied and view.tobytes() == dw
+assert s.get_cpu_backup(k) is None  # no backup
+assert held("default") >= MiB
+s.resume()
+assert ctypes.string_at(a.ptr, MiB) == da
+# Not retained: valid only while paused, and the pages went back.
+assert s.get_cpu_backup(a) is None and s.get_cpu_backup(w) is None
+assert held("default") == 0 and held("weights") == 0
+
+# retain_cpu_backup set now, long after the library loaded, holds at the
+# next resume of weights.
+s.retain_cpu_backup = True
+s.pause("weights")
+s.resume("weights")
+after = s.get_cpu_backup(w, zero_copy=True)
+assert after is not None and after.tobytes() == dw and after.data_ptr() == view.data_ptr()
+assert held("weights") >= MiB
+assert s.get_cpu_backup(a) is None  # default was not resumed retaining
+s.retain_cpu_backup = False
+s.pause("weights")
+assert s.get_cpu_backup(w).tobytes() == dw
+s.resume("weights")
+assert s.get_cpu_backup(w) is None and held("weights") == 0
+c.close()
+print("ok")
+"""
+
+
+def test_preload_mode_get_cpu_backup_and_retention(daemon, tmp_path):
+    """hook_mode "preload": get_cpu_backup reads the backup of the
+    library's pools (whole-process and regions) with torch mode's
+    answers, and retain_cpu_backup set after load decides at each resume."""
+    import subprocess
+
+    build = os.environ.get("VRAM_BUILD", "build")
+    lib = os.path.abspath(os.path.join(build, "libvram-preload.so"))
+    fake = os.path.abspath(os.path.join(build, "tests", "libcudart_fake.so"))
+    if not (os.path.exists(lib) and os.path.exists(fake)):
+        pytest.skip("libvram-preload.so or the fake runtime is not built")
+    env = dict(os.environ)
+    env.update(
+        LD_PRELOAD=lib,
+        CUDART_FAKE=fake,
+        VRAM_SOCKET=daemon.socket,
+        TMS_INIT_ENABLE="1",
+        TMS_INIT_ENABLE_CPU_BACKUP="1",
+        PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+    )
+    env.pop("TMS_RETAIN_CPU_BACKUP", None)
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+    r = subprocess.run([sys.executable, "-c", _PRELOAD_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr

@@ -65,6 +65,10 @@ int main(void)
 	F(vram_report, failed_device);
 	F(vram_report, failed_instance);
 	F(vram_report, failed_pool);
+	F(vram_report, outside_procs);
+	F(vram_report, outside_flags);
+	F(vram_report, outside_bytes);
+	F(vram_report, outside_count);
 
 	S(vram_mapper_info);
 	F(vram_mapper_info, pid);
@@ -125,6 +129,10 @@ int main(void)
 	F(vram_process_usage, vramd_bytes);
 	F(vram_process_usage, is_vramd);
 	F(vram_process_usage, name);
+	F(vram_process_usage, outside_reported);
+	F(vram_process_usage, outside_flags);
+	F(vram_process_usage, outside_bytes);
+	F(vram_process_usage, outside_count);
 	S(vram_quota);
 	F(vram_quota, size);
 	F(vram_quota, group);

@@ -111,7 +111,33 @@ def _preload_lib():
         f = getattr(me, name)
         f.argtypes = []
         f.restype = ctypes.c_int
+    # The backup calls came later: a library without them still gives
+    # regions, and get_cpu_backup then has nothing to read.
+    try:
+        me.vram_preload_set_retain.argtypes = [ctypes.c_int]
+        me.vram_preload_set_retain.restype = ctypes.c_int
+        me.vram_preload_backup.argtypes = [ctypes.c_void_p, ctypes.c_uint64,
+                                           ctypes.POINTER(_PreloadBackup)]
+        me.vram_preload_backup.restype = ctypes.c_int
+        me.vram_preload_backup_release.argtypes = [ctypes.c_char_p]
+        me.vram_preload_backup_release.restype = ctypes.c_int
+        me.has_backup = True
+    except AttributeError:
+        me.has_backup = False
     return me
+
+
+class _PreloadBackup(ctypes.Structure):
+    """struct vram_preload_backup (vram_preload.h)."""
+
+    _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("kind", ctypes.c_int),
+        ("paused", ctypes.c_int),
+        ("retains", ctypes.c_int),
+        ("host", ctypes.c_void_p),
+        ("tag", ctypes.c_char * 64),
+    ]
 
 
 def _keep_forever(obj):
@@ -144,6 +170,10 @@ class TorchMemorySaver:
         self._retained = set()
         self._preload = None
         self._preload_checked = False
+        # Preload mode: whether a tag's pools were last resumed while
+        # retain_cpu_backup held (tags not in it: _pl_retained_rest).
+        self._pl_retained = {}
+        self._pl_retained_rest = False
         self._mempools = {}  # preload mode: (tag, kind, device) -> MemPool
 
     # -- configuration ---------------------------------------------------------
@@ -181,6 +211,11 @@ class TorchMemorySaver:
         if not self._preload_checked:
             self._preload = _preload_lib()
             self._preload_checked = True
+            # retain_cpu_backup is decided at each resume, as upstream's:
+            # pools made from now on keep their backup, and a resume that
+            # does not retain gives it back (_preload_transition).
+            if self._preload is not None and self._preload.has_backup:
+                self._preload.vram_preload_set_retain(1)
         return self._preload
 
     def _torch_state(self):
@@ -351,6 +386,39 @@ class TorchMemorySaver:
         except VramError as e:
             if e.errno not in (_errno.EALREADY, _errno.ENOENT):
                 raise
+        pl = self._preload
+        if not pl.has_backup:
+            return
+        keep = (not pause_) and self._retain
+        if tag is None:
+            self._pl_retained.clear()
+            self._pl_retained_rest = keep
+        else:
+            self._pl_retained[tag] = keep
+        if not pause_ and not self._retain:
+            r = pl.vram_preload_backup_release(tag.encode() if tag else None)
+            if r < 0:
+                raise OSError(-r, f"vram_preload_backup_release({tag!r}): {os.strerror(-r)}")
+
+    def _preload_cpu_backup(self, ptr, nbytes):
+        """(host address, None) of the backup of [ptr, ptr + nbytes) in
+        libvram-preload.so's pools, None when it holds no content now,
+        or False when no pool of the library holds the range."""
+        pl = self._preload_scopes()
+        if pl is None or not pl.has_backup:
+            return False
+        b = _PreloadBackup(size=ctypes.sizeof(_PreloadBackup))
+        r = pl.vram_preload_backup(ptr, nbytes, ctypes.byref(b))
+        if r == -_errno.ENOENT:
+            return False
+        if r < 0 or b.kind == _PRELOAD_BACKUP["disk"]:
+            return None  # no backup, or on disk only (as upstream)
+        if b.paused:
+            return b.host
+        tag = b.tag.decode()
+        if b.retains and self._pl_retained.get(tag, self._pl_retained_rest):
+            return b.host
+        return None
 
     def _check_margin(self, tag):
         """upstream's memory_margin_bytes: a resume that would leave less
@@ -391,12 +459,21 @@ class TorchMemorySaver:
         while its tag is paused, or after a resume that retained the
         backup; else None (also for a tensor with no backup). zero_copy:
         a view of the backup itself (valid until the backup is released),
-        else a copy."""
+        else a copy. In hook_mode "preload" the backup is that of
+        libvram-preload.so's pool holding x (whole-process or a region);
+        a disk backup gives None, as upstream's."""
         import torch
 
         assert x.is_cuda, f"{x.device=}"
         assert x.is_contiguous(), f"{x.shape=} {x.stride()=} {x.dtype=}"
         ptr, nbytes = x.data_ptr(), x.nbytes
+        host = self._preload_cpu_backup(ptr, nbytes)
+        if host is None:
+            return None
+        if host is not False:
+            buf = (ctypes.c_uint8 * nbytes).from_address(host)
+            t = torch.frombuffer(buf, dtype=torch.uint8).view(x.dtype).view(x.shape)
+            return t if zero_copy else t.clone()
         for b, p in self._tag_pools(None):
             if not b or p.closed:
                 continue
@@ -429,8 +506,16 @@ class TorchMemorySaver:
     def hook_mode(self, mode):
         if mode not in HOOK_MODES:
             raise ValueError(f"unknown hook mode {mode!r}; expected one of {HOOK_MODES}")
+        if mode == "torch" and self._preload is not None and self._preload.has_backup:
+            # Nothing here resumes the library's pools now: they retain
+            # as the environment said at load.
+            self._preload.vram_preload_set_retain(
+                int(_env_on("TMS_RETAIN_CPU_BACKUP") or _env_on("VRAM_CAPTURE_RETAIN")))
         self._hook_mode = mode
         self._preload_checked = False
+        # Found now, before the first allocation makes a pool, so that
+        # the pools retain and each resume decides (see _preload_scopes).
+        self._preload_scopes()
 
     @property
     def memory_margin_bytes(self):
