@@ -3,14 +3,17 @@
 """vramd against upstream torch_memory_saver, side by side, in one run
 (make bench-compare; issue 11). Needs a GPU and PyTorch; exits 77 without.
 
-Every workload runs through four backends, each in a subprocess of its own
+Every workload runs through five backends, each in a subprocess of its own
 (bench/compare_child.py; the two libraries hook the same allocator and must
 never share a process):
 
   tms         upstream torch_memory_saver (its default: host backups
               allocated at each pause and freed at each resume)
   tms-retain  upstream with retain_cpu_backup = True
-  vramd       vram.compat.torch_memory_saver (vramd keeps its backups)
+  vramd       vram.compat.torch_memory_saver with upstream's default
+              (backups given back after each resume)
+  vramd-retain  the same with retain_cpu_backup = True (host workloads:
+              the retention row and the RL step's retaining column)
   raw         the floor: the same allocations, one cuMemCreate per tensor,
               made in-process through libcuda (bench/compare_raw.py)
 
@@ -53,8 +56,9 @@ CHILD = os.path.join(HERE, "compare_child.py")
 MiB = 1 << 20
 GiB = 1 << 30
 MARGIN = 3 * GiB
-BACKENDS = ("tms", "tms-retain", "vramd", "raw")
-LABEL = {"tms": "TMS", "tms-retain": "TMS retain", "vramd": "vramd", "raw": "floor"}
+BACKENDS = ("tms", "tms-retain", "vramd", "vramd-retain", "raw")
+LABEL = {"tms": "TMS", "tms-retain": "TMS retain", "vramd": "vramd", "vramd-retain": "vramd retain",
+         "raw": "floor"}
 TMS_CRASH_RCS = (139, -11)  # upstream's segfault at interpreter exit
 
 
@@ -259,7 +263,7 @@ class Runner:
                 extra = self.preload_extra
                 if extra:
                     env["LD_LIBRARY_PATH"] = ":".join(extra + [env.get("LD_LIBRARY_PATH", "")]).rstrip(":")
-        elif backend == "vramd":
+        elif backend.startswith("vramd"):
             env["VRAM_SOCKET"] = self.socket
         return env
 
@@ -334,7 +338,7 @@ def run_all(a, probe, out):
         results["notes"].append(tms["why"])
         print(f"compare: {tms['why']}; its cells are skipped")
     daemon = None
-    if "vramd" in backends:
+    if "vramd" in backends or "vramd-retain" in backends:
         try:
             sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
             import vramtest
@@ -342,6 +346,7 @@ def run_all(a, probe, out):
             daemon = vramtest.Daemon(backend="cuda", extra=["--ack-timeout-ms", "120000", "--log-level", "info"])
         except Exception as e:
             unavailable["vramd"] = "vramd did not start: " + " ".join(str(e).split())[:400]
+            unavailable["vramd-retain"] = unavailable["vramd"]
             results["notes"].append(unavailable["vramd"])
             print(f"compare: {unavailable['vramd']}; its cells are skipped")
     runner = Runner(a, out, tms, daemon.socket if daemon else None)
@@ -492,11 +497,11 @@ def status_of(res):
 
 
 TABLE_ROWS = (
-    # (label, workload, upstream backend)
-    ("discard, {layout}", "discard-one", "tms"),
-    ("discard, {layout}", "discard-many", "tms"),
-    ("host backup, {layout}", "host", "tms"),
-    ("same, TMS with retain_cpu_backup", "host", "tms-retain"),
+    # (label, workload, upstream backend, vramd backend)
+    ("discard, {layout}", "discard-one", "tms", "vramd"),
+    ("discard, {layout}", "discard-many", "tms", "vramd"),
+    ("host backup, {layout}", "host", "tms", "vramd"),
+    ("same, both with retain_cpu_backup", "host", "tms-retain", "vramd-retain"),
 )
 
 RL_PHASES = (
@@ -516,7 +521,7 @@ RL_PHASES = (
 def summarize(results):
     """Rows of the main table, the RL table and the sweeps, with ratios."""
     rows = []
-    for label, w, up in TABLE_ROWS:
+    for label, w, up, vb in TABLE_ROWS:
         t = results.get("table", {}).get(w)
         if not t:
             continue
@@ -524,7 +529,9 @@ def summarize(results):
         layout = layout_str(t["layout"]) + (f" ({size_str(layout_bytes(t['layout']))})" if t["backup"] else "")
         row = {"workload": label.format(layout=layout), "key": w, "upstream": up,
                "bytes": layout_bytes(t["layout"]), "backup": t["backup"]}
-        for b, col in ((up, "tms"), ("vramd", "vramd"), ("raw", "raw")):
+        if vb not in by:
+            vb = "vramd"
+        for b, col in ((up, "tms"), (vb, "vramd"), ("raw", "raw")):
             for m in ("pause_ms", "resume_ms"):
                 row[f"{col}_{m}"] = metric(by.get(b), m)
             row[f"{col}_status"] = status_of(by.get(b))
@@ -543,7 +550,7 @@ def summarize(results):
             row[b] = stats(ph) if ph else None
         med = {b: (row[b]["median"] if row[b] else None) for b in BACKENDS}
         row["ratio_tms"] = ratio(med["vramd"], med["tms"])
-        row["ratio_tms_retain"] = ratio(med["vramd"], med["tms-retain"])
+        row["ratio_tms_retain"] = ratio(med["vramd-retain"] or med["vramd"], med["tms-retain"])
         row["ratio_floor"] = ratio(med["vramd"], med["raw"])
         rl.append(row)
     sweeps = {}
@@ -606,8 +613,9 @@ def md_tables(results, summ):
                  f"{layout_str(spec.get('kv', []))}, graph pool {size_str(spec.get('graph_bytes', 0))}, trainer "
                  f"{size_str(spec.get('trainer_bytes', 0))}), medians, ms:")
         L.append("")
-        L.append("| phase | TMS (default) | TMS retaining backups | vramd | floor | x TMS | x TMS retain | x floor |")
-        L.append("|---|---|---|---|---|---|---|---|")
+        L.append("| phase | TMS (default) | TMS retaining backups | vramd (default) | vramd retaining | floor "
+                 "| x TMS | x TMS retain | x floor |")
+        L.append("|---|---|---|---|---|---|---|---|---|")
         for row in summ["rl"]:
             m = [num(row[b]["median"]) if row[b] else "-" for b in BACKENDS]
             L.append(f"| {row['phase']} | " + " | ".join(m) + f" | {num(row['ratio_tms'], 2)} | "

@@ -85,7 +85,10 @@ class TorchBackend:
 
             saver = mod.torch_memory_saver
             saver.hook_mode = hook
-            if not hasattr(type(saver), "retain_cpu_backup"):
+            if hasattr(type(saver), "retain_cpu_backup"):
+                saver.retain_cpu_backup = name == "vramd-retain"
+                res.d["retain_cpu_backup"] = bool(saver.retain_cpu_backup)
+            else:
                 # vramd keeps its backups anyway; an engine that reads the
                 # attribute would fail.
                 res.d["unsupported"].append("compat: no retain_cpu_backup property (vramd always retains)")
@@ -416,7 +419,7 @@ def mapper_main(name):
 
 def main():
     ap = argparse.ArgumentParser(description="one backend of bench/compare.py")
-    ap.add_argument("--backend", choices=("tms", "tms-retain", "vramd", "raw"))
+    ap.add_argument("--backend", choices=("tms", "tms-retain", "vramd", "vramd-retain", "raw"))
     ap.add_argument("--spec")
     ap.add_argument("--result")
     ap.add_argument("--trainer", action="store_true")
