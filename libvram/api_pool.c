@@ -536,6 +536,11 @@ int vram_pool_backup_release(vram_pool *p)
 		 * the memfd itself (for the daemon's accounting too) runs on
 		 * a thread that the next use of the backup waits for. */
 		r = mapping_backup_give_back(&p->map);
+		/* A paused pool's content is being dropped, not a resume
+		 * hurried: the caller reads the figures next (vLLM's level 2
+		 * sleep), so the pages are gone when this returns. */
+		if (r == 0 && p->state != VRAM_STATE_ACTIVE)
+			r = mapping_backup_wait(&p->map);
 		if (r < 0)
 			r = error_set(-r, "releasing the backup of pool %s: %s",
 				      p->name, strerror(-r));

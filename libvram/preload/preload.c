@@ -854,8 +854,9 @@ EXPORT int vram_preload_backup_release(const char *tag)
 	for (unsigned i = 0; i < preload_n_pools; i++) {
 		struct preload_pool *pp = &preload_pools[i];
 
-		if (!pp->backup || pp->backup == VRAM_PRELOAD_BACKUP_DISK ||
-		    (tag && strcmp(pp->tag, tag) != 0))
+		/* A disk backup's file goes too, as a host backup's pages:
+		 * upstream keeps neither after a resume that does not retain. */
+		if (!pp->backup || (tag && strcmp(pp->tag, tag) != 0))
 			continue;
 		/* A paused pool's backup is its content: never dropped. */
 		if (vram_pool_state(pp->pool) != VRAM_STATE_ACTIVE)

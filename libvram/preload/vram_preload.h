@@ -128,11 +128,10 @@ struct vram_preload_backup {
 int vram_preload_backup(const void *ptr, uint64_t len,
 			struct vram_preload_backup *out);
 
-/* Gives back the host pages of the backups of tag's pools (NULL: every
- * tag) that are active now, as a resume that does not retain does:
- * torch_memory_saver's retain_cpu_backup decided at resume time. Paused
- * pools and disk backups are left alone. Returns the pools released or
- * -errno. */
+/* Gives back the backups of tag's pools (NULL: every tag) that are active
+ * now, host pages and disk files alike, as a resume that does not retain
+ * does: torch_memory_saver's retain_cpu_backup decided at resume time.
+ * Paused pools are left alone. Returns the pools released or -errno. */
 int vram_preload_backup_release(const char *tag);
 
 #ifdef __cplusplus

@@ -498,3 +498,64 @@ def test_preload_mode_get_cpu_backup_and_retention(daemon, tmp_path):
     r = subprocess.run([sys.executable, "-c", _PRELOAD_SCRIPT], env=env, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+
+_PRELOAD_DISK_SCRIPT = r"""
+import ctypes, os, sys, types
+fake = ctypes.CDLL(os.environ["CUDART_FAKE"], mode=ctypes.RTLD_GLOBAL)
+me = ctypes.CDLL(None)
+me.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+me.vram_preload_region_enter.argtypes = [ctypes.c_char_p, ctypes.c_int]
+torch = types.ModuleType("torch")
+torch.cuda = types.ModuleType("torch.cuda")
+sys.modules["torch"] = torch
+import vram
+import vram.compat.torch_memory_saver as tms
+MiB = 1 << 20
+s = tms.TorchMemorySaver()
+s.hook_mode = "preload"
+assert me.vram_preload_region_enter(b"disk", 3) == 0  # VRAM_PRELOAD_BACKUP_DISK
+p = ctypes.c_void_p()
+assert me.cudaMalloc(ctypes.byref(p), MiB) == 0
+assert me.vram_preload_region_exit() == 0
+ctypes.memset(p.value, 0x42, MiB)
+c = vram.connect(name="checker")
+s.pause("disk")
+assert c.stats().disk_backup_bytes >= MiB, c.stats()
+s.resume("disk")
+assert ctypes.string_at(p.value, 4) == b"\x42" * 4
+# Not retained (upstream's default): the file's blocks went back.
+assert c.stats().disk_backup_bytes == 0, c.stats()
+print("ok")
+"""
+
+
+def test_preload_mode_disk_backup_released_by_a_resume(tmp_path):
+    """hook_mode "preload" with a disk region: a resume that does not
+    retain gives the file's blocks back, as in torch mode (upstream's
+    example; it failed on the H200 once retention became a resume-time
+    choice in preload mode)."""
+    import subprocess
+
+    build = os.environ.get("VRAM_BUILD", "build")
+    lib = os.path.abspath(os.path.join(build, "libvram-preload.so"))
+    fake = os.path.abspath(os.path.join(build, "tests", "libcudart_fake.so"))
+    if not (os.path.exists(lib) and os.path.exists(fake)):
+        pytest.skip("libvram-preload.so or the fake runtime is not built")
+    bdir = tmp_path / "backups"
+    bdir.mkdir()
+    conf = tmp_path / "vramd.conf"
+    conf.write_text(f"backup_dir = {bdir}\n")
+    d = vramtest.Daemon(capacity="256M", devices=1, extra=["--config", str(conf)])
+    try:
+        env = dict(os.environ)
+        env.update(LD_PRELOAD=lib, CUDART_FAKE=fake, VRAM_SOCKET=d.socket,
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        env.pop("TMS_RETAIN_CPU_BACKUP", None)
+        env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0"
+        r = subprocess.run([sys.executable, "-c", _PRELOAD_DISK_SCRIPT], env=env, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+    finally:
+        rc = d.stop()
+        assert rc == 0, d.log()
