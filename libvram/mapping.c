@@ -234,8 +234,8 @@ int mapping_append(struct mapping *m, const struct mapping_desc *d, size_t n,
 	if (!m->base)
 		return -EINVAL;
 	r = descs_check(m, d, n, m->size);
-	if (r < 0)
-		return r;
+	if (r < 0 || n == 0)
+		return r; /* no chunks: nothing to add (and chunks may be NULL) */
 	r = chunks_reserve(m, m->n_chunks + n);
 	if (r < 0)
 		return r;
