@@ -19,6 +19,11 @@
 #   make proto      regenerate proto/vram.pb-c.[ch] from proto/vram.proto
 
 BUILD ?= build
+# An absolute BUILD inside the tree (tools/gpu-prepare.sh, install_test)
+# is made relative, so that the objects' dependency files name the same
+# targets whichever way make was called: with two spellings, a header's
+# change did not rebuild what an earlier absolute call had built.
+override BUILD := $(patsubst $(CURDIR)/%,%,$(BUILD))
 PREFIX ?= /usr/local
 DESTDIR ?=
 CC ?= cc
