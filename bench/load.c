@@ -3,7 +3,10 @@
  * and resume, for a fixed time, either their own small pool or one pool
  * they all share (its owner, another process, acknowledges on its event
  * thread); meanwhile an admin client (root) asks for the daemon's
- * status (vram_stats, what vramctl status sends) every 10 ms. Starts its
+ * status (vram_stats, what vramctl status sends) every 10 ms, from a
+ * process of its own in a session of its own, as vramctl runs from an
+ * admin's shell (BENCH_ADMIN=thread: from a thread among the clients',
+ * where the scheduler gives it one share of n + 1). Starts its
  * own vramd (host backend) through the test harness. Prints, per client
  * count and mode, the cycles, p50/p99 of a pause + resume in
  * microseconds, errors (EBUSY and EALREADY, another client's pause or
@@ -12,8 +15,10 @@
  *
  *   make build/bench/load && VRAMD_BIN=build/vramd build/bench/load 1 64 256
  *   BENCH_SECONDS=5 (default 3)
+ *   BENCH_DAEMON_SESSION=0: vramd in this process's session (see main)
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -141,12 +146,83 @@ static double pct(double *v, unsigned n, double q)
 	return v[(unsigned)(q * (n - 1))];
 }
 
+#define ADMIN_MAX 100000
+
+/* The admin's loop: a status call every 10 ms until stop_fd is readable
+ * (or closed) or end_us passes; the latencies go to us[]. */
+static void admin_loop(vram_client *admin, int stop_fd, double end_us,
+		       double *us, unsigned *n, unsigned *err)
+{
+	while (now_us() < end_us) {
+		struct vram_stats st = VRAM_STATS_INIT;
+		double t0 = now_us();
+		if (vram_stats(admin, &st) < 0)
+			(*err)++;
+		else if (*n < ADMIN_MAX)
+			us[(*n)++] = now_us() - t0;
+		struct pollfd pf = { .fd = stop_fd, .events = POLLIN };
+		if (stop_fd >= 0 && poll(&pf, 1, 10) > 0)
+			break;
+		if (stop_fd < 0)
+			usleep(10000);
+	}
+}
+
+/* The admin in a process and session of its own: starts when go_fd gives
+ * a byte, stops at end_us, writes n, err and the samples to out_fd. */
+static pid_t admin_spawn(int go_fd, int out_fd, int seconds)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	setsid();
+	vram_client *admin = NULL;
+	static double us[ADMIN_MAX];
+	unsigned n = 0, err = 0;
+	char b;
+	if (vram_connect(NULL, "bench-admin", 0, &admin) < 0)
+		_exit(1);
+	if (read(go_fd, &b, 1) != 1)
+		_exit(1);
+	admin_loop(admin, -1, now_us() + seconds * 1e6, us, &n, &err);
+	vram_client_close(admin);
+	if (write(out_fd, &n, sizeof(n)) != sizeof(n) ||
+	    write(out_fd, &err, sizeof(err)) != sizeof(err))
+		_exit(1);
+	for (size_t off = 0; off < n * sizeof(double);) {
+		ssize_t w = write(out_fd, (char *)us + off, n * sizeof(double) - off);
+		if (w <= 0)
+			_exit(1);
+		off += (size_t)w;
+	}
+	_exit(0);
+}
+
+/* Reads what admin_spawn's child wrote; 0 or -1. */
+static int admin_collect(int fd, double *us, unsigned *n, unsigned *err)
+{
+	if (read(fd, n, sizeof(*n)) != sizeof(*n) ||
+	    read(fd, err, sizeof(*err)) != sizeof(*err) || *n > ADMIN_MAX)
+		return -1;
+	for (size_t off = 0; off < *n * sizeof(double);) {
+		ssize_t r = read(fd, (char *)us + off, *n * sizeof(double) - off);
+		if (r <= 0)
+			return -1;
+		off += (size_t)r;
+	}
+	return 0;
+}
+
 static int run(struct harness_daemon *d, int n, bool shared, int seconds)
 {
 	struct worker *w = calloc((size_t)n, sizeof(*w));
 	vram_client *admin = NULL, *owner = NULL;
 	vram_pool *sp = NULL;
-	double *admin_us = malloc(sizeof(double) * 100000);
+	double *admin_us = malloc(sizeof(double) * ADMIN_MAX);
+	const char *am = getenv("BENCH_ADMIN");
+	bool admin_thread = am && strcmp(am, "thread") == 0;
+	int admin_go[2] = { -1, -1 }, admin_out[2] = { -1, -1 };
+	pid_t admin_pid = -1;
 	unsigned admin_n = 0, admin_err = 0;
 	long rss = 0, rss_peak = 0;
 	double cpu0 = 0, cpu1 = 0;
@@ -181,10 +257,19 @@ static int run(struct harness_daemon *d, int n, bool shared, int seconds)
 			return -1;
 		close(ready[0]);
 	}
-	/* After the fork: a child of a process with libvram's threads
-	 * running would inherit their locks. */
-	if (vram_connect(NULL, "bench-admin", 0, &admin) < 0)
+	/* Before the client threads start: a child of a process with
+	 * libvram's threads running would inherit their locks. */
+	if (!admin_thread) {
+		if (pipe(admin_go) < 0 || pipe(admin_out) < 0)
+			return -1;
+		admin_pid = admin_spawn(admin_go[0], admin_out[1], seconds);
+		if (admin_pid < 0)
+			return -1;
+		close(admin_go[0]);
+		close(admin_out[1]);
+	} else if (vram_connect(NULL, "bench-admin", 0, &admin) < 0) {
 		return -1;
+	}
 	atomic_store(&go, false);
 	atomic_store(&stop, false);
 	atomic_store(&connected, 0);
@@ -205,19 +290,27 @@ static int run(struct harness_daemon *d, int n, bool shared, int seconds)
 	daemon_usage(d->pid, &rss, &cpu0);
 	atomic_store(&go, true);
 	double end = now_us() + seconds * 1e6;
+	char one = 1;
+	if (admin_pid > 0 && write(admin_go[1], &one, 1) != 1)
+		return -1;
 	while (now_us() < end) {
-		struct vram_stats st = VRAM_STATS_INIT;
-		double t0 = now_us();
-		if (vram_stats(admin, &st) < 0)
-			admin_err++;
-		else if (admin_n < 100000)
-			admin_us[admin_n++] = now_us() - t0;
+		if (admin_thread)
+			admin_loop(admin, -1, now_us() + 1, admin_us, &admin_n,
+				   &admin_err);
 		daemon_usage(d->pid, &rss, &cpu1);
 		if (rss > rss_peak)
 			rss_peak = rss;
 		usleep(10000);
 	}
 	atomic_store(&stop, true);
+	if (admin_pid > 0) {
+		if (admin_collect(admin_out[0], admin_us, &admin_n,
+				  &admin_err) < 0)
+			admin_err++;
+		harness_wait(admin_pid, 10000);
+		close(admin_go[1]);
+		close(admin_out[0]);
+	}
 	unsigned total = 0, errors = 0, busy = 0, refused = 0;
 	for (int i = 0; i < n; i++) {
 		pthread_join(w[i].thread, NULL);
@@ -249,7 +342,8 @@ static int run(struct harness_daemon *d, int n, bool shared, int seconds)
 		kill(owner_pid, SIGKILL);
 		harness_wait(owner_pid, 10000);
 	}
-	vram_client_close(admin);
+	if (admin)
+		vram_client_close(admin);
 	return 0;
 }
 
@@ -268,6 +362,12 @@ int main(int argc, char **argv)
 	if (!nc)
 		for (nc = 0; nc < 4; nc++)
 			counts[nc] = def[nc];
+	/* vramd in a session of its own, as systemd gives it a cgroup of its
+	 * own: under the kernel's autogroup a daemon in this process's
+	 * session shares one CPU share with the 1024 client threads and gets
+	 * 1/1025 of it (BENCH_DAEMON_SESSION=0 measures that). */
+	const char *ds = getenv("BENCH_DAEMON_SESSION");
+	harness_daemon_new_session = !(ds && strcmp(ds, "0") == 0);
 	if (harness_daemon_start(&d, extra) < 0) {
 		fprintf(stderr, "load: cannot start vramd\n");
 		return 1;

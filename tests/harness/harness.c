@@ -78,7 +78,10 @@ struct spawn_opts {
 	const int *pass;
 	unsigned n_pass;
 	char *listen_pid;
+	bool new_session; /* setsid() before the exec */
 };
+
+bool harness_daemon_new_session;
 
 /* Writes "LISTEN_PID=pid" into buf without allocating (after a fork). */
 static void write_listen_pid(char *buf, pid_t pid)
@@ -137,6 +140,8 @@ static void spawn_child(const char *const argv[], const struct spawn_opts *o,
 				goto fail;
 		write_listen_pid(o->listen_pid, getpid());
 	}
+	if (o->new_session)
+		setsid();
 	execvpe(argv[0], (char *const *)argv,
 		(char *const *)(o->envp ? o->envp :
 					  (const char *const *)environ));
@@ -991,7 +996,8 @@ static int daemon_launch(struct harness_daemon *d, bool restart)
 {
 	const char *bin = getenv("VRAMD_BIN");
 	const char *argv[8 + MAX_HARNESS_ARGS];
-	struct spawn_opts o = { .stderr_fd = -1, .death_sig = SIGKILL };
+	struct spawn_opts o = { .stderr_fd = -1, .death_sig = SIGKILL,
+				.new_session = harness_daemon_new_session };
 	char notify_var[sizeof("NOTIFY_SOCKET=") + sizeof(d->notify)];
 	static char fdstore_var[32], listen_fds[32], listen_pid[32];
 	static char listen_names[STORE_MAX_FDS * 65 + 32];

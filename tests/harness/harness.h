@@ -11,6 +11,7 @@
 #define VRAM_HARNESS_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -39,6 +40,12 @@ struct harness_daemon {
 	char args[MAX_HARNESS_ARGS][128]; /* extra_args, kept for restarts */
 	unsigned n_args;
 };
+
+/* Set: the daemons started from now on run in a session of their own, as
+ * vramd under systemd runs in a cgroup of its own, so that the kernel's
+ * autogroup does not split one CPU share between the daemon and the
+ * caller's threads (bench/load's 1024 client threads). Default false. */
+extern bool harness_daemon_new_session;
 
 /* Starts $VRAMD_BIN (default "build/vramd") with
  *   --socket DIR/vramd.sock --backend host --log-level debug EXTRA...
