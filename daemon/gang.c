@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "message.h"
 #include "node.h"
 #include "session.h"
 #include "transition.h"
@@ -50,25 +51,6 @@ struct gang {
 	struct gang_item items[];
 };
 
-/* The reply's device figures: before the gang, after its last step. */
-static unsigned gang_devices_fill(const struct gang *g, Vram__DeviceFree *dev,
-				  Vram__DeviceFree **ptrs)
-{
-	const struct backend *b = g->node->backend;
-	unsigned n = b->n_devices < BACKEND_MAX_DEVICES ? b->n_devices :
-							  BACKEND_MAX_DEVICES;
-
-	for (unsigned d = 0; d < n; d++) {
-		vram__device_free__init(&dev[d]);
-		dev[d].index = b->devices[d].index;
-		dev[d].uuid = (char *)b->devices[d].uuid;
-		dev[d].free_before = g->dev_free_before[d];
-		dev[d].free_after = g->dev_free_after[d];
-		ptrs[d] = &dev[d];
-	}
-	return n;
-}
-
 /* Answers (if the requester is still there) and frees g. */
 static void gang_reply(struct gang *g, struct session *requester)
 {
@@ -92,7 +74,8 @@ static void gang_reply(struct gang *g, struct session *requester)
 	tr.gang = true;
 	tr.free_before = g->free_before;
 	tr.free_after = g->free_after;
-	tr.n_devices = gang_devices_fill(g, devs, dev_ptrs);
+	tr.n_devices = device_frees_fill(g->node->backend, g->dev_free_before,
+					  g->dev_free_after, devs, dev_ptrs);
 	tr.devices = dev_ptrs;
 	for (unsigned i = 0; i < g->n_items; i++) {
 		struct gang_item *it = &g->items[i];

@@ -58,6 +58,24 @@ unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
 	return b->n_devices;
 }
 
+unsigned device_frees_fill(const struct backend *b, const uint64_t *before,
+			   const uint64_t *after, Vram__DeviceFree *dev,
+			   Vram__DeviceFree **ptrs)
+{
+	unsigned n = b->n_devices < BACKEND_MAX_DEVICES ? b->n_devices :
+							  BACKEND_MAX_DEVICES;
+
+	for (unsigned d = 0; d < n; d++) {
+		vram__device_free__init(&dev[d]);
+		dev[d].index = b->devices[d].index;
+		dev[d].uuid = (char *)b->devices[d].uuid;
+		dev[d].free_before = before[d];
+		dev[d].free_after = after[d];
+		ptrs[d] = &dev[d];
+	}
+	return n;
+}
+
 Vram__EventKind message_event_kind(enum pool_round round)
 {
 	switch (round) {

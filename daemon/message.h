@@ -28,6 +28,14 @@ void chunk_list_free(struct chunk_list *l);
 unsigned device_infos_fill(struct backend *b, Vram__DeviceInfo *dev,
 			   Vram__DeviceInfo **ptrs);
 
+/* Fills dev[d] and ptrs[d] for every device of b (at most
+ * BACKEND_MAX_DEVICES) with the free memory before[d] and after[d] that a
+ * transition or a gang measured: a reply's device figures. Strings point
+ * into b. Returns the number of devices. */
+unsigned device_frees_fill(const struct backend *b, const uint64_t *before,
+			   const uint64_t *after, Vram__DeviceFree *dev,
+			   Vram__DeviceFree **ptrs);
+
 /* The event kind of a round, and the state the wire shows for a pool's
  * (every PAUSING_* is PAUSING, every RESUMING_* is RESUMING). */
 Vram__EventKind message_event_kind(enum pool_round round);

@@ -175,26 +175,6 @@ void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		  (unsigned long long)event_id, s->who.pid);
 }
 
-/* The reply's device figures: one entry per device of the node in dev[]
- * (pointers in ptrs[]), from t's per-device free memory. */
-static unsigned transition_devices_fill(const struct transition *t,
-				 Vram__DeviceFree *dev, Vram__DeviceFree **ptrs)
-{
-	const struct backend *b = t->node->backend;
-	unsigned n = b->n_devices < BACKEND_MAX_DEVICES ? b->n_devices :
-							   BACKEND_MAX_DEVICES;
-
-	for (unsigned d = 0; d < n; d++) {
-		vram__device_free__init(&dev[d]);
-		dev[d].index = b->devices[d].index;
-		dev[d].uuid = (char *)b->devices[d].uuid;
-		dev[d].free_before = t->dev_free_before[d];
-		dev[d].free_after = t->dev_free_after[d];
-		ptrs[d] = &dev[d];
-	}
-	return n;
-}
-
 static void build_reply(struct transition *t, Vram__Response *resp,
 			Vram__TransitionReply *tr, Vram__PoolResult *res,
 			Vram__PoolResult **resp_ptrs, Vram__DeviceFree *devs,
@@ -206,7 +186,8 @@ static void build_reply(struct transition *t, Vram__Response *resp,
 
 	tr->free_before = t->free_before;
 	tr->free_after = free_after;
-	tr->n_devices = transition_devices_fill(t, devs, dev_ptrs);
+	tr->n_devices = device_frees_fill(t->node->backend, t->dev_free_before,
+					   t->dev_free_after, devs, dev_ptrs);
 	tr->devices = dev_ptrs;
 	for (unsigned i = 0; i < t->n_items; i++) {
 		struct transition_item *it = &t->items[i];
