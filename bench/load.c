@@ -18,7 +18,6 @@
  *   BENCH_DAEMON_SESSION=0: vramd in this process's session (see main)
  */
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -148,10 +147,10 @@ static double pct(double *v, unsigned n, double q)
 
 #define ADMIN_MAX 100000
 
-/* The admin's loop: a status call every 10 ms until stop_fd is readable
- * (or closed) or end_us passes; the latencies go to us[]. */
-static void admin_loop(vram_client *admin, int stop_fd, double end_us,
-		       double *us, unsigned *n, unsigned *err)
+/* The admin's loop: a status call every 10 ms until end_us passes; the
+ * latencies go to us[]. */
+static void admin_loop(vram_client *admin, double end_us, double *us,
+		       unsigned *n, unsigned *err)
 {
 	while (now_us() < end_us) {
 		struct vram_stats st = VRAM_STATS_INIT;
@@ -160,11 +159,7 @@ static void admin_loop(vram_client *admin, int stop_fd, double end_us,
 			(*err)++;
 		else if (*n < ADMIN_MAX)
 			us[(*n)++] = now_us() - t0;
-		struct pollfd pf = { .fd = stop_fd, .events = POLLIN };
-		if (stop_fd >= 0 && poll(&pf, 1, 10) > 0)
-			break;
-		if (stop_fd < 0)
-			usleep(10000);
+		usleep(10000);
 	}
 }
 
@@ -184,7 +179,7 @@ static pid_t admin_spawn(int go_fd, int out_fd, int seconds)
 		_exit(1);
 	if (read(go_fd, &b, 1) != 1)
 		_exit(1);
-	admin_loop(admin, -1, now_us() + seconds * 1e6, us, &n, &err);
+	admin_loop(admin, now_us() + seconds * 1e6, us, &n, &err);
 	vram_client_close(admin);
 	if (write(out_fd, &n, sizeof(n)) != sizeof(n) ||
 	    write(out_fd, &err, sizeof(err)) != sizeof(err))
@@ -294,13 +289,15 @@ static int run(struct harness_daemon *d, int n, bool shared, int seconds)
 	if (admin_pid > 0 && write(admin_go[1], &one, 1) != 1)
 		return -1;
 	while (now_us() < end) {
+		/* One status call (its loop sleeps the 10 ms), or the sleep. */
 		if (admin_thread)
-			admin_loop(admin, -1, now_us() + 1, admin_us, &admin_n,
+			admin_loop(admin, now_us() + 1, admin_us, &admin_n,
 				   &admin_err);
+		else
+			usleep(10000);
 		daemon_usage(d->pid, &rss, &cpu1);
 		if (rss > rss_peak)
 			rss_peak = rss;
-		usleep(10000);
 	}
 	atomic_store(&stop, true);
 	if (admin_pid > 0) {

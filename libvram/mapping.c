@@ -449,50 +449,50 @@ static void *mapping_giving_run(void *arg)
 	return g;
 }
 
+/* Unpins and punches the backup here, on the caller's thread. */
+static int mapping_backup_punch(struct mapping *m)
+{
+	mapping_backup_unpin(m);
+	return madvise(m->backup, m->backup_len, MADV_REMOVE) < 0 ? -errno : 0;
+}
+
 int mapping_backup_give_back(struct mapping *m)
 {
 	struct mapping_giving *g;
 	int r;
 
-	r = mapping_backup_wait(m);
+	mapping_backup_wait(m);
 	if (!m->backup)
 		return -ENODEV;
 	/* A disk backup's file is punched here: it holds no pins, and the
 	 * daemon's disk figure is what callers check next. */
-	if (m->backup_sync) {
-		mapping_backup_unpin(m);
-		return madvise(m->backup, m->backup_len, MADV_REMOVE) < 0 ?
-			       -errno :
-			       0;
-	}
+	if (m->backup_sync)
+		return mapping_backup_punch(m);
 	/* This process lets go of the pages now; they stay in the memfd
 	 * (pinned ones stay pinned) until the thread's punch. */
 	if (madvise(m->backup, m->backup_len, MADV_DONTNEED) < 0)
 		return -errno;
 	g = calloc(1, sizeof(*g));
-	if (g) {
-		g->vmm = m->vmm;
-		g->backup = m->backup;
-		g->len = m->backup_len;
-		g->regions = m->regions;
-		g->n_regions = m->n_regions;
-		m->regions = NULL;
-		m->n_regions = m->cap_regions = 0;
-		m->registered = 0;
-		if (pthread_create(&m->giver, NULL, mapping_giving_run, g) ==
-		    0) {
-			m->giving = true;
-			return 0;
-		}
-		/* No thread: do it here. */
-		mapping_giving_run(g);
-		r = g->r;
-		free(g->regions);
-		free(g);
-		return r;
+	if (!g)
+		return mapping_backup_punch(m);
+	g->vmm = m->vmm;
+	g->backup = m->backup;
+	g->len = m->backup_len;
+	g->regions = m->regions;
+	g->n_regions = m->n_regions;
+	m->regions = NULL;
+	m->n_regions = m->cap_regions = 0;
+	m->registered = 0;
+	if (pthread_create(&m->giver, NULL, mapping_giving_run, g) == 0) {
+		m->giving = true;
+		return 0;
 	}
-	mapping_backup_unpin(m);
-	return madvise(m->backup, m->backup_len, MADV_REMOVE) < 0 ? -errno : 0;
+	/* No thread: do its work here. */
+	mapping_giving_run(g);
+	r = g->r;
+	free(g->regions);
+	free(g);
+	return r;
 }
 
 int mapping_backup_wait(struct mapping *m)
