@@ -36,7 +36,8 @@ Results: a table on stdout, and compare.json, compare.csv, compare.md and
 the plots (compare_size.png, compare_count.png, compare_mappers.png; with
 matplotlib) in --out (default $OUT, else build/compare-results/). Logs of
 every child in OUT/logs/. --render OUT/compare.json prints and plots an
-earlier run again (no GPU needed).
+earlier run again (no GPU needed). COMPARE_VRAMD_ARGS adds options to
+the vramd it starts (e.g. "--chunk-max 16G"); compare.json records them.
 """
 
 import argparse
@@ -343,7 +344,12 @@ def run_all(a, probe, out):
             sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
             import vramtest
 
-            daemon = vramtest.Daemon(backend="cuda", extra=["--ack-timeout-ms", "120000", "--log-level", "info"])
+            # COMPARE_VRAMD_ARGS: more daemon options (e.g. "--chunk-max 16G"
+            # to try another chunk layout), recorded in the results.
+            extra = ["--ack-timeout-ms", "120000", "--log-level", "info"]
+            extra += os.environ.get("COMPARE_VRAMD_ARGS", "").split()
+            results["env"]["vramd_args"] = extra
+            daemon = vramtest.Daemon(backend="cuda", extra=extra)
         except Exception as e:
             unavailable["vramd"] = "vramd did not start: " + " ".join(str(e).split())[:400]
             unavailable["vramd-retain"] = unavailable["vramd"]

@@ -270,12 +270,17 @@ int main(int argc, char **argv)
 			bench_pool("host", "256x64M", 16 * GiB, 256, cycles);
 	}
 	vram_client_close(client);
-	r = harness_daemon_stop(&d);
 	/* The daemon's own timing of each pause and resume (where the time
-	 * went: mappers, chunks, the device), when asked. */
+	 * went: mappers, chunks, the device), when asked: read before the
+	 * stop, which removes the daemon's directory. */
 	const char *show = getenv("BENCH_DAEMON_LOG");
-	if (r == 0 && show && strcmp(show, "1") == 0)
-		printf("---- vramd's log ----\n%s", harness_daemon_log(&d));
+	char *log = show && strcmp(show, "1") == 0 ?
+			    strdup(harness_daemon_log(&d)) :
+			    NULL;
+	r = harness_daemon_stop(&d);
+	if (r == 0 && log)
+		printf("---- vramd's log ----\n%s", log);
+	free(log);
 	if (bench_csv)
 		fclose(bench_csv);
 	if (r != 0) {

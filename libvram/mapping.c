@@ -2,6 +2,7 @@
 /* One pool's range, chunks and backup in this process: see mapping.h. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -91,13 +92,46 @@ int mapping_backup_map(struct mapping *m, int fd)
 
 /* Pins are made and dropped in slices of at most this, each within one
  * chunk and from its start, so that a copy piece (256 MiB, from a chunk's
- * start) never spans two registrations. Why slices: in the RL step on the
- * H200 the KV pool's resume, issued while a 16 GiB give-back unpinned the
- * weights' backup in one call, took 276 ms (median of 5) where it took
- * 44 ms when the unpin ran before the ack; the driver is thought to order
- * the unpin with the daemon's cuMemCreate, so an unpin holds it ~20 ms at
- * a time. */
-#define MAPPING_PIN_SLICE (1ull << 30)
+ * start) never spans two registrations. Why slices: a give-back's thread
+ * unpins while this process maps other pools (the RL step wakes its KV
+ * cache right after its weights), and the driver serves one at a time:
+ * on the H200 the KV pool's mapping waited 150-350 ms behind a 16 GiB
+ * unpin made in 1 GiB calls (docs/results/h200-2026-12-01-s4). So the
+ * thread unpins a slice (~4.5 ms at 18 ms/GiB) only while the gate below
+ * says no mapping work is under way. */
+#define MAPPING_PIN_SLICE (256ull << 20)
+
+/* The gate between this process's mapping work (maps, unmaps, copies:
+ * what a pause or resume waits for) and give-back threads, which wait
+ * for it to be idle before each slice they unpin. */
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t idle;
+	unsigned busy;
+} mapping_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+
+static void mapping_gate_enter(void)
+{
+	pthread_mutex_lock(&mapping_gate.mu);
+	mapping_gate.busy++;
+	pthread_mutex_unlock(&mapping_gate.mu);
+}
+
+static void mapping_gate_leave(void)
+{
+	pthread_mutex_lock(&mapping_gate.mu);
+	if (--mapping_gate.busy == 0)
+		pthread_cond_broadcast(&mapping_gate.idle);
+	pthread_mutex_unlock(&mapping_gate.mu);
+}
+
+static void mapping_gate_wait_idle(void)
+{
+	pthread_mutex_lock(&mapping_gate.mu);
+	while (mapping_gate.busy)
+		pthread_cond_wait(&mapping_gate.idle, &mapping_gate.mu);
+	pthread_mutex_unlock(&mapping_gate.mu);
+}
 
 /* Registers [off, off + len) of the backup as one region. */
 static int mapping_register_slice(struct mapping *m, uint64_t off,
@@ -208,22 +242,26 @@ static void chunk_unmap(struct mapping *m, struct mapping_chunk *c, int *err)
 static int descs_map(struct mapping *m, const struct mapping_desc *d, size_t n,
 		     struct mapping_chunk *out)
 {
-	for (size_t i = 0; i < n; i++) {
+	int r = 0;
+
+	mapping_gate_enter();
+	for (size_t i = 0; i < n && r == 0; i++) {
 		out[i].offset = d[i].offset;
 		out[i].size = d[i].size;
 		out[i].handle = 0;
 		out[i].mapped = 0;
-		int r = m->vmm->ops->map(m->vmm, m->dev, m->base + d[i].offset,
-					 d[i].size, d[i].fd, m->readonly,
-					 &out[i].handle);
+		r = m->vmm->ops->map(m->vmm, m->dev, m->base + d[i].offset,
+				     d[i].size, d[i].fd, m->readonly,
+				     &out[i].handle);
 		if (r < 0) {
 			for (size_t k = 0; k < i; k++)
 				chunk_unmap(m, &out[k], NULL);
-			return r;
+			break;
 		}
 		out[i].mapped = 1;
 	}
-	return 0;
+	mapping_gate_leave();
+	return r;
 }
 
 int mapping_append(struct mapping *m, const struct mapping_desc *d, size_t n,
@@ -293,8 +331,10 @@ int mapping_unmap_all(struct mapping *m)
 {
 	int err = 0;
 
+	mapping_gate_enter();
 	for (size_t i = 0; i < m->n_chunks; i++)
 		chunk_unmap(m, &m->chunks[i], &err);
+	mapping_gate_leave();
 	return err;
 }
 
@@ -404,7 +444,11 @@ static int mapping_copy(struct mapping *m, int to_host)
 		free(spans);
 		return r;
 	}
+	/* Entered after this mapping's own give-back was waited for: its
+	 * thread waits for the gate. */
+	mapping_gate_enter();
 	r = n ? m->vmm->ops->copy(m->vmm, m->dev, to_host, spans, n) : 0;
+	mapping_gate_leave();
 	free(spans);
 	/* A disk backup is on disk when the save is acked: the daemon then
 	 * drops its clean pages from the page cache. */
@@ -440,10 +484,12 @@ static void *mapping_giving_run(void *arg)
 {
 	struct mapping_giving *g = arg;
 
-	for (size_t i = 0; i < g->n_regions; i++)
+	for (size_t i = 0; i < g->n_regions; i++) {
+		mapping_gate_wait_idle();
 		g->vmm->ops->host_unregister(g->vmm,
 					     g->backup + g->regions[i].offset,
 					     g->regions[i].len);
+	}
 	if (madvise(g->backup, g->len, MADV_REMOVE) < 0)
 		g->r = -errno;
 	return g;
