@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A give-back's thread and this process's mapping work (mapping.c's
+ * gate): the thread unpins the backup's slices only while no map, unmap
+ * or copy of any pool is under way, so a resume of another pool does not
+ * queue in the driver behind the unpin (docs/gpu.md, "Host backups").
+ * Against a stand-in backend whose map blocks until the test lets it go
+ * and which records each host_unregister with whether a map was under
+ * way then. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mapping.h"
+#include "test.h"
+#include "vmm.h"
+
+#define MiB (1ull << 20)
+
+static struct {
+	atomic_int in_map;	 /* a map is under way */
+	atomic_int map_gate_fd; /* read end the blocking map waits on, -1: none */
+	atomic_int registers, unregisters, unregisters_in_map;
+} rec;
+
+static int fake_reserve(struct vmm *v, unsigned dev, uint64_t size,
+			uint64_t align, uintptr_t *addr)
+{
+	(void)v, (void)dev, (void)align;
+	void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	*addr = (uintptr_t)p;
+	return 0;
+}
+
+static int fake_unreserve(struct vmm *v, uintptr_t addr, uint64_t size)
+{
+	(void)v;
+	return munmap((void *)addr, size) < 0 ? -errno : 0;
+}
+
+static int fake_map(struct vmm *v, unsigned dev, uintptr_t addr, uint64_t size,
+		    int fd, int readonly, uintptr_t *handle)
+{
+	(void)v, (void)dev, (void)addr, (void)size, (void)fd, (void)readonly;
+	atomic_store(&rec.in_map, 1);
+	int gate = atomic_load(&rec.map_gate_fd);
+	char c;
+	if (gate >= 0 && read(gate, &c, 1) != 1)
+		return -EIO;
+	atomic_store(&rec.in_map, 0);
+	*handle = 1;
+	return 0;
+}
+
+static int fake_unmap(struct vmm *v, unsigned dev, uintptr_t addr,
+		      uint64_t size, uintptr_t handle)
+{
+	(void)v, (void)dev, (void)addr, (void)size, (void)handle;
+	return 0;
+}
+
+static int fake_register(struct vmm *v, void *host, size_t len)
+{
+	(void)v, (void)host, (void)len;
+	atomic_fetch_add(&rec.registers, 1);
+	return 0;
+}
+
+static int fake_unregister(struct vmm *v, void *host, size_t len)
+{
+	(void)v, (void)host, (void)len;
+	atomic_fetch_add(&rec.unregisters, 1);
+	if (atomic_load(&rec.in_map))
+		atomic_fetch_add(&rec.unregisters_in_map, 1);
+	return 0;
+}
+
+static const struct vmm_ops fake_ops = {
+	.name = "gate-fake",
+	.reserve = fake_reserve,
+	.unreserve = fake_unreserve,
+	.map = fake_map,
+	.unmap = fake_unmap,
+	.host_register = fake_register,
+	.host_unregister = fake_unregister,
+};
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+struct appender {
+	struct mapping *m;
+	struct mapping_desc d;
+	int r;
+};
+
+static void *append_run(void *arg)
+{
+	struct appender *a = arg;
+	a->r = mapping_append(a->m, &a->d, 1, 1);
+	return NULL;
+}
+
+TEST(a_give_back_unpins_only_while_no_pool_is_being_mapped)
+{
+	struct vmm v = { .ops = &fake_ops };
+	struct mapping weights, kv;
+	int pipefd[2];
+
+	atomic_store(&rec.map_gate_fd, -1);
+	ASSERT(pipe(pipefd) == 0);
+
+	/* The weights: 1 GiB of chunk, a retained (so pinned at once)
+	 * backup of 1 GiB, registered in 256 MiB slices. */
+	mapping_init(&weights, &v, 0, 0);
+	ASSERT(mapping_reserve(&weights, 1024 * MiB, 2 * MiB) == 0);
+	int fd = memfd_create("gate-test", MFD_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, 1024 * MiB) == 0);
+	weights.backup_pin = weights.backup_retain = 1;
+	ASSERT(mapping_backup_map(&weights, fd) == 0);
+	close(fd);
+	struct mapping_desc wd = { .offset = 0, .size = 1024 * MiB, .fd = -1 };
+	ASSERT(mapping_append(&weights, &wd, 1, 1) == 0);
+	ASSERT(atomic_load(&rec.registers) == 4);
+
+	/* The KV cache's resume is under way: its map blocks. */
+	mapping_init(&kv, &v, 0, 0);
+	ASSERT(mapping_reserve(&kv, 64 * MiB, 2 * MiB) == 0);
+	atomic_store(&rec.map_gate_fd, pipefd[0]);
+	struct appender a = { .m = &kv, .d = { 0, 64 * MiB, -1 } };
+	pthread_t t;
+	ASSERT(pthread_create(&t, NULL, append_run, &a) == 0);
+	while (!atomic_load(&rec.in_map))
+		sleep_ms(1);
+
+	/* The weights give their backup back meanwhile: nothing is unpinned
+	 * while the map is under way, however long it takes. */
+	ASSERT(mapping_backup_give_back(&weights) == 0);
+	sleep_ms(100);
+	ASSERT(atomic_load(&rec.unregisters) == 0);
+
+	/* The map ends: the thread goes on and unpins every slice. */
+	ASSERT(write(pipefd[1], "x", 1) == 1);
+	ASSERT(pthread_join(t, NULL) == 0);
+	ASSERT(a.r == 0);
+	ASSERT(mapping_backup_wait(&weights) == 0);
+	ASSERT(atomic_load(&rec.unregisters) == 4);
+	ASSERT(atomic_load(&rec.unregisters_in_map) == 0);
+
+	atomic_store(&rec.map_gate_fd, -1);
+	mapping_release(&kv);
+	mapping_release(&weights);
+	close(pipefd[0]);
+	close(pipefd[1]);
+}
