@@ -175,7 +175,7 @@ static pid_t admin_spawn(int go_fd, int out_fd, int seconds)
 	static double us[ADMIN_MAX];
 	unsigned n = 0, err = 0;
 	char b;
-	if (vram_connect(NULL, "bench-admin", 0, &admin) < 0)
+	if (vram_connect(NULL, "bench-admin", VRAM_CONNECT_ADMIN, &admin) < 0)
 		_exit(1);
 	if (read(go_fd, &b, 1) != 1)
 		_exit(1);
@@ -262,7 +262,8 @@ static int run(struct harness_daemon *d, int n, bool shared, int seconds)
 			return -1;
 		close(admin_go[0]);
 		close(admin_out[1]);
-	} else if (vram_connect(NULL, "bench-admin", 0, &admin) < 0) {
+	} else if (vram_connect(NULL, "bench-admin", VRAM_CONNECT_ADMIN,
+				&admin) < 0) {
 		return -1;
 	}
 	atomic_store(&go, false);
