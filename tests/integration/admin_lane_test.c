@@ -210,6 +210,31 @@ TEST(admin_socket_none_falls_back_to_the_main_socket)
 	integ_stop();
 }
 
+TEST(admin_socket_at_a_set_path_is_removed_on_exit)
+{
+	char path[64], set[96];
+	struct stat st;
+	vram_client *c = NULL;
+
+	snprintf(path, sizeof(path), "/tmp/vramd-lane-%d.sock", (int)getpid());
+	snprintf(set, sizeof(set), "admin_socket=%s", path);
+	const char *const extra[] = { "--set", set, NULL };
+	integ_start_args(extra);
+	ASSERT_OK(lstat(path, &st));
+	ASSERT(S_ISSOCK(st.st_mode));
+	ASSERT_EQ(lstat(admin_path(), &st), -1);
+	/* Not where the default would be: the client is told. */
+	setenv("VRAM_ADMIN_SOCKET", path, 1);
+	ASSERT_OK(vram_connect(NULL, "admin", VRAM_CONNECT_ADMIN, &c));
+	unsetenv("VRAM_ADMIN_SOCKET");
+	ASSERT_OK(vram_ping(c));
+	vram_client_close(c);
+	ASSERT_EQ(lane_sessions(), 1);
+	integ_stop();
+	ASSERT_EQ(lstat(path, &st), -1);
+	ASSERT_EQ(errno, ENOENT);
+}
+
 /* ---- priority ------------------------------------------------------------ */
 
 #define BATCH 48
