@@ -163,8 +163,9 @@ static void admin_loop(vram_client *admin, double end_us, double *us,
 	}
 }
 
-/* The admin in a process and session of its own: starts when go_fd gives
- * a byte, stops at end_us, writes n, err and the samples to out_fd. */
+/* The admin in a process and session of its own, on the admin lane as
+ * vramctl is (VRAM_CONNECT_ADMIN): starts when go_fd gives a byte, stops
+ * at end_us, writes n, err and the samples to out_fd. */
 static pid_t admin_spawn(int go_fd, int out_fd, int seconds)
 {
 	pid_t pid = fork();
