@@ -163,8 +163,9 @@ static void admin_loop(vram_client *admin, double end_us, double *us,
 	}
 }
 
-/* The admin in a process and session of its own: starts when go_fd gives
- * a byte, stops at end_us, writes n, err and the samples to out_fd. */
+/* The admin in a process and session of its own, on the admin lane as
+ * vramctl is (VRAM_CONNECT_ADMIN): starts when go_fd gives a byte, stops
+ * at end_us, writes n, err and the samples to out_fd. */
 static pid_t admin_spawn(int go_fd, int out_fd, int seconds)
 {
 	pid_t pid = fork();
@@ -175,7 +176,7 @@ static pid_t admin_spawn(int go_fd, int out_fd, int seconds)
 	static double us[ADMIN_MAX];
 	unsigned n = 0, err = 0;
 	char b;
-	if (vram_connect(NULL, "bench-admin", 0, &admin) < 0)
+	if (vram_connect(NULL, "bench-admin", VRAM_CONNECT_ADMIN, &admin) < 0)
 		_exit(1);
 	if (read(go_fd, &b, 1) != 1)
 		_exit(1);
@@ -262,7 +263,8 @@ static int run(struct harness_daemon *d, int n, bool shared, int seconds)
 			return -1;
 		close(admin_go[0]);
 		close(admin_out[1]);
-	} else if (vram_connect(NULL, "bench-admin", 0, &admin) < 0) {
+	} else if (vram_connect(NULL, "bench-admin", VRAM_CONNECT_ADMIN,
+				&admin) < 0) {
 		return -1;
 	}
 	atomic_store(&go, false);

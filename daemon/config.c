@@ -28,6 +28,7 @@ void config_defaults(struct config *cfg)
 	cfg->max_pools = 1024;
 	cfg->max_chunks = 240;
 	cfg->socket_mode = 0660;
+	cfg->admin_lane_check_us = 1000;
 	cfg->metrics.textfile_interval_ms = 15000;
 	cfg->metrics.audit_interval_ms = 15000;
 	cfg->metrics.max_tags = 32;
@@ -91,6 +92,13 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		snprintf(cfg->socket, sizeof(cfg->socket), "%s", value);
 		return 0;
 	}
+	if (strcmp(key, "admin_socket") == 0) {
+		if (strlen(value) >= sizeof(cfg->admin_socket))
+			return -EINVAL;
+		snprintf(cfg->admin_socket, sizeof(cfg->admin_socket), "%s",
+			 value);
+		return 0;
+	}
 	if (strcmp(key, "backup_dir") == 0) {
 		/* Absolute, so that a relative name does not follow the
 		 * daemon's working directory; "" (or none) refuses the disk
@@ -151,6 +159,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return quota_parse(&cfg->quotas, value) < 0 ? -EINVAL : 0;
 	if (strcmp(key, "admin_reserve") == 0)
 		return parse_uint(value, 0, 65536, &cfg->admin_reserve);
+	if (strcmp(key, "admin_lane_check_us") == 0)
+		return parse_uint(value, 0, 1000000, &cfg->admin_lane_check_us);
 	if (strcmp(key, "max_sessions_per_uid") == 0)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions_per_uid);
 	if (strcmp(key, "hello_timeout_ms") == 0)
@@ -250,6 +260,22 @@ int config_load(struct config *cfg, const char *path)
 	}
 	fclose(f);
 	return r;
+}
+
+int config_admin_socket(const struct config *cfg, char *buf, size_t len)
+{
+	int n;
+
+	if (strcmp(cfg->admin_socket, "none") == 0)
+		return -ENOENT;
+	if (cfg->admin_socket[0])
+		n = snprintf(buf, len, "%s", cfg->admin_socket);
+	else
+		n = snprintf(buf, len, "%s.admin", cfg->socket);
+	/* sun_path's 108 bytes, with its terminator. */
+	if (n < 0 || (size_t)n >= len || n >= 108)
+		return -ENAMETOOLONG;
+	return 0;
 }
 
 void config_backend(const struct config *cfg, struct backend_config *out)

@@ -3,6 +3,7 @@
 #ifndef VRAMD_CONFIG_H
 #define VRAMD_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -19,6 +20,10 @@ struct metrics_config {
 
 struct config {
 	char socket[108];
+	/* The admin lane's socket (daemon/lane.h): "" for the default,
+	 * the socket's path with ".admin" appended; "none": no lane. */
+	char admin_socket[108];
+	unsigned admin_lane_check_us; /* the most time between two looks */
 	char backend[16];
 	uint64_t host_capacity;
 	unsigned host_devices;
@@ -55,6 +60,11 @@ int config_load(struct config *cfg, const char *path);
  * value is bad. */
 int config_set(struct config *cfg, const char *key, const char *value);
 
+/* The admin socket's path into buf (len bytes): admin_socket, or the
+ * default derived from socket. Returns 0, -ENOENT when the lane is off
+ * (admin_socket = none), or -ENAMETOOLONG when the path does not fit a
+ * Unix socket address. */
+int config_admin_socket(const struct config *cfg, char *buf, size_t len);
 
 void config_backend(const struct config *cfg, struct backend_config *out);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The libuv loop: the listening socket, signals, the watchdog, the status
- * line, the sessions and their read loop. */
+/* The libuv loop: the listening sockets (the main one and the admin
+ * lane's, lane.h), signals, the watchdog, the status line, the sessions
+ * and their read loop. */
 #include "server.h"
 #include "attr.h"
 
@@ -86,6 +87,8 @@ static void server_session_close(struct server *srv, struct session *s,
 	if (s->next)
 		s->next->prev = s->prev;
 	srv->n_sessions--;
+	if (s->admin_lane)
+		lane_remove(&srv->lane, s);
 	for (struct session **bp = &srv->broken; *bp; bp = &(*bp)->next_broken) {
 		if (*bp == s) {
 			*bp = s->next_broken;
@@ -232,7 +235,14 @@ static bool server_frames(struct server *srv, struct session *s)
 {
 	struct wire_frame f;
 
-	while (!s->closing && !s->broken && !s->parked) {
+	for (;;) {
+		/* Before each ordinary request, the admins' turn (lane.h).
+		 * Not from an admin session's own read: the lane would read
+		 * it again under its own feet. */
+		if (!s->admin_lane)
+			lane_check(&srv->lane);
+		if (s->closing || s->broken || s->parked)
+			return false;
 		memset(&f, 0, sizeof(f));
 		int r = wire_rx_next(&s->rx, &f);
 		if (r == 0)
@@ -251,7 +261,6 @@ static bool server_frames(struct server *srv, struct session *s)
 			return false;
 		}
 	}
-	return false;
 }
 
 /* A read shorter than this took all the socket held: requests are small,
@@ -294,16 +303,67 @@ static void server_on_session_poll(uv_poll_t *h, int status, int events)
 		server_session_close(srv, s, uv_strerror(status));
 		return;
 	}
+	if (!s->admin_lane)
+		lane_check(&srv->lane);
 	if (events & UV_WRITABLE)
 		session_flush(s);
 	if ((events & UV_READABLE) && !s->closing && !s->broken && !s->parked)
 		server_read(srv, s);
 }
 
+/* Takes an accepted connection as a session (the admin lane's when
+ * admin): opened, admitted against the limits, listed. */
+static void server_session_add(struct server *srv, int fd, bool admin)
+{
+	struct session *s;
+	char why[128];
+
+	int r = session_open(srv->loop, fd, ++srv->next_session_id,
+			     server_on_session_poll, server_on_broken, srv, &s);
+	if (r < 0) {
+		log_warn("cannot open a session: %s", strerror(-r));
+		metrics_session_refused(&srv->metrics, false);
+		return;
+	}
+	r = limit_session_admit(&srv->limits, &s->acct, fd, s->who.uid,
+				s->who.gid, why, sizeof(why));
+	if (r == 0 && admin && !s->acct.privileged) {
+		/* The socket's mode keeps others out; this holds even when
+		 * someone opened the mode up: the lane is for admins. */
+		limit_session_gone(&srv->limits, &s->acct);
+		snprintf(why, sizeof(why),
+			 "the admin socket is for root and the admin group");
+		r = -EPERM;
+	}
+	if (r == 0 && admin && lane_add(&srv->lane, fd, s) < 0) {
+		limit_session_gone(&srv->limits, &s->acct);
+		snprintf(why, sizeof(why), "out of memory");
+		r = -ENOMEM;
+	}
+	if (r < 0) {
+		log_warn("refusing a connection%s: %s",
+			 admin ? " on the admin socket" : "", why);
+		log_debug("refused: pid %u uid %u", s->who.pid, s->who.uid);
+		metrics_session_refused(&srv->metrics, r == -EUSERS);
+		session_close(s, why);
+		return;
+	}
+	s->admin_lane = admin;
+	if (admin)
+		log_debug("session %llu (pid %u uid %u) is on the admin lane",
+			  (unsigned long long)s->id, s->who.pid, s->who.uid);
+	s->limits = &srv->limits;
+	metrics_session_opened(&srv->metrics);
+	s->next = srv->sessions;
+	if (srv->sessions)
+		srv->sessions->prev = s;
+	srv->sessions = s;
+	srv->n_sessions++;
+}
+
 static void server_on_accept(uv_poll_t *h, int status UNUSED, int events UNUSED)
 {
 	struct server *srv = h->data;
-	char why[128];
 
 	for (int i = 0; i < 64; i++) {
 		int fd = accept4(srv->listen_fd, NULL, NULL,
@@ -318,33 +378,43 @@ static void server_on_accept(uv_poll_t *h, int status UNUSED, int events UNUSED)
 			close(fd);
 			continue;
 		}
-		struct session *s;
-		int r = session_open(srv->loop, fd, ++srv->next_session_id,
-				     server_on_session_poll, server_on_broken,
-				     srv, &s);
-		if (r < 0) {
-			log_warn("cannot open a session: %s", strerror(-r));
-			metrics_session_refused(&srv->metrics, false);
-			continue;
-		}
-		r = limit_session_admit(&srv->limits, &s->acct, fd, s->who.uid,
-					 s->who.gid, why, sizeof(why));
-		if (r < 0) {
-			log_warn("refusing a connection: %s", why);
-			log_debug("refused: pid %u uid %u", s->who.pid,
-				  s->who.uid);
-			metrics_session_refused(&srv->metrics, true);
-			session_close(s, why);
-			continue;
-		}
-		s->limits = &srv->limits;
-		metrics_session_opened(&srv->metrics);
-		s->next = srv->sessions;
-		if (srv->sessions)
-			srv->sessions->prev = s;
-		srv->sessions = s;
-		srv->n_sessions++;
+		server_session_add(srv, fd, false);
 	}
+}
+
+/* The admin socket is readable (its own watch, or lane_check): its own
+ * accepts, so that the main listener's pause at the fd limit and a
+ * flood of ordinary connections leave it alone. Admins connect rarely:
+ * a few per wake-up. */
+static void server_on_admin_accept(void *data)
+{
+	struct server *srv = data;
+
+	for (int i = 0; i < 8; i++) {
+		int fd = accept4(srv->lane.listen_fd, NULL, NULL,
+				 SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd < 0) {
+			if (lane_accept_failed(&srv->lane, errno))
+				return;
+			continue;
+		}
+		if (srv->stopping) {
+			close(fd);
+			continue;
+		}
+		server_session_add(srv, fd, true);
+	}
+}
+
+/* An admin session has input (found by lane_check): read it now, ahead
+ * of the ordinary sessions of the batch. */
+static void server_on_admin_ready(void *owner, void *data)
+{
+	struct session *s = owner;
+	struct server *srv = data;
+
+	if (!s->closing && !s->broken && !s->parked && s->reading)
+		server_read(srv, s);
 }
 
 /* Refuses to take over the socket of a daemon that still answers. */
@@ -373,38 +443,76 @@ static int socket_remove_stale(const char *path)
 	return unlink(path) < 0 ? -errno : 0;
 }
 
-static int socket_listen(const struct config *cfg)
+/* Listens on path with mode; group, unless -1, becomes its group
+ * (before anyone can connect). Returns the fd or -errno. */
+static int socket_listen(const char *path, unsigned mode, gid_t group)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	char dir[sizeof(cfg->socket)];
+	char dir[sizeof(a.sun_path)];
 	int fd, r;
 
-	if (strlen(cfg->socket) >= sizeof(a.sun_path))
+	if (strlen(path) >= sizeof(a.sun_path))
 		return -ENAMETOOLONG;
-	snprintf(dir, sizeof(dir), "%s", cfg->socket);
+	snprintf(dir, sizeof(dir), "%s", path);
 	char *slash = strrchr(dir, '/');
 	if (slash && slash != dir) {
 		*slash = '\0';
 		if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 			log_warn("cannot make %s: %s", dir, strerror(errno));
 	}
-	r = socket_remove_stale(cfg->socket);
+	r = socket_remove_stale(path);
 	if (r < 0)
 		return r;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -errno;
-	snprintf(a.sun_path, sizeof(a.sun_path), "%s", cfg->socket);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
 	/* Created with no access, then opened up, so nobody connects early. */
 	mode_t old = umask(0777);
 	r = bind(fd, (struct sockaddr *)&a, sizeof(a));
 	umask(old);
-	if (r < 0 || chmod(cfg->socket, cfg->socket_mode) < 0 || listen(fd, 128) < 0) {
+	if (r < 0 ||
+	    (group != (gid_t)-1 && chown(path, (uid_t)-1, group) < 0) ||
+	    chmod(path, mode) < 0 || listen(fd, 128) < 0) {
 		r = -errno;
 		close(fd);
 		return r;
 	}
 	return fd;
+}
+
+/* Makes the admin socket (lane.h): mode 0660, the daemon's uid (root)
+ * and the admin group, so that only they may connect. A socket that
+ * cannot be made leaves the daemon without a lane (admins fall back to
+ * the main socket), not down. Returns 0 or -errno (out of memory). */
+static int server_admin_listen(struct server *srv)
+{
+	const struct limit *l = &srv->limits;
+	char path[sizeof(srv->admin_path)];
+	int fd = -1;
+	int r = config_admin_socket(&srv->cfg, path, sizeof(path));
+
+	if (r == -ENOENT) {
+		log_info("no admin socket (admin_socket = none)");
+	} else if (r < 0) {
+		log_warn("no admin socket: the path is too long");
+	} else if (strcmp(path, srv->cfg.socket) == 0) {
+		log_warn("no admin socket: admin_socket is the main socket");
+	} else {
+		fd = socket_listen(path, 0660,
+				   l->has_admin_gid ? l->admin_gid : (gid_t)-1);
+		if (fd < 0) {
+			log_warn("no admin socket at %s: %s", path,
+				 strerror(-fd));
+		} else {
+			snprintf(srv->admin_path, sizeof(srv->admin_path), "%s",
+				 path);
+			log_info("admin socket %s", path);
+		}
+	}
+	return lane_init(&srv->lane, srv->loop, fd,
+			 srv->cfg.admin_lane_check_us, server_on_admin_accept,
+			 server_on_admin_ready, srv);
 }
 
 static void server_stop(struct server *srv, const char *why)
@@ -446,6 +554,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	srv->loop = loop;
 	srv->cfg = *cfg;
 	srv->listen_fd = -1;
+	srv->lane.listen_fd = -1;
 	srv->start_ms = (uint64_t)clock_now_ms();
 	config_backend(&srv->cfg, &bcfg);
 	r = backend_open(&bcfg, &b);
@@ -497,7 +606,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		fcntl(srv->listen_fd, F_SETFD, FD_CLOEXEC);
 		log_info("listening on the socket systemd passed");
 	} else {
-		srv->listen_fd = socket_listen(cfg);
+		srv->listen_fd =
+			socket_listen(cfg->socket, cfg->socket_mode, (gid_t)-1);
 		if (srv->listen_fd < 0) {
 			r = srv->listen_fd;
 			log_err("cannot listen on %s: %s", cfg->socket, strerror(-r));
@@ -529,6 +639,11 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		return r;
 	}
 	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_accept);
+	r = server_admin_listen(srv);
+	if (r < 0) {
+		log_err("cannot set up the admin lane: %s", strerror(-r));
+		return r;
+	}
 	uv_idle_init(loop, &srv->reaper);
 	srv->reaper.data = srv;
 	uv_signal_init(loop, &srv->sig_term);
@@ -582,6 +697,7 @@ int server_run(struct server *srv)
 		node_pool_drop(&srv->node,
 			       srv->node.pools[srv->node.n_pools - 1], NULL);
 	uv_close((uv_handle_t *)&srv->listen_poll, NULL);
+	lane_close(&srv->lane);
 	limit_close(&srv->limits);
 	uv_close((uv_handle_t *)&srv->reaper, NULL);
 	uv_close((uv_handle_t *)&srv->sig_term, NULL);
@@ -606,6 +722,11 @@ void server_fini(struct server *srv)
 		if (srv->listen_fd_ours && !srv->store.on)
 			unlink(srv->cfg.socket);
 	}
+	/* Always unlinked: during a restart admins fall back to the main
+	 * socket, which waits for the next vramd in the fd store. */
+	lane_fini(&srv->lane);
+	if (srv->admin_path[0])
+		unlink(srv->admin_path);
 	metrics_destroy(&srv->metrics);
 	session_before_send = NULL;
 	server_stored = NULL;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The daemon's top: the libuv loop, the listening socket, signals, the
+/* The daemon's top: the libuv loop, the listening sockets, signals, the
  * watchdog and the status line, the sessions and the read loop that hands
  * their requests to request.c, over the node (node.h) that holds the
  * pools. */
@@ -14,6 +14,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "fdstore.h"
+#include "lane.h"
 #include "limit.h"
 #include "node.h"
 #include "recover.h"
@@ -43,6 +44,8 @@ struct server {
 	struct session *broken; /* to close from the loop, via next_broken */
 
 	struct limit limits; /* sessions, queues, the listener's back-off */
+	struct lane lane;    /* the admin socket and its sessions (lane.h) */
+	char admin_path[108]; /* the admin socket made, to unlink; "": none */
 
 	uint64_t next_session_id;
 	uint64_t start_ms;

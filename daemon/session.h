@@ -39,6 +39,7 @@ struct session {
 	bool closing; /* session_close ran; freed once nobody holds it */
 	bool broken;  /* a send failed; closed from the loop, not the sender */
 	bool reading; /* watch for input; the owner pauses and resumes it */
+	bool admin_lane; /* came in on the admin socket (server.c, lane.h) */
 	int poll_events;
 	unsigned holds; /* the poll handle's and session_hold's */
 	uv_poll_cb on_poll;

@@ -249,7 +249,8 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 	if (!out)
 		return error_finish(
 			eg, error_set(EINVAL, "vram_connect: out is required"));
-	if (flags & ~(VRAM_CONNECT_RECONNECT | VRAM_CONNECT_WAIT))
+	if (flags &
+	    ~(VRAM_CONNECT_RECONNECT | VRAM_CONNECT_WAIT | VRAM_CONNECT_ADMIN))
 		return error_finish(
 			eg,
 			error_set(EINVAL, "vram_connect: unknown flags 0x%x",
@@ -268,14 +269,14 @@ int vram_connect(const char *path, const char *name, unsigned flags,
 				       program_invocation_short_name[0] ?
 			       program_invocation_short_name :
 			       "libvram";
-	r = sock_connect(path, &sock);
+	r = sock_open(path, flags & VRAM_CONNECT_ADMIN, &sock);
 	if (r < 0)
 		return error_finish(eg, r);
 	r = client_open(sock, name, out);
 	if (r == 0) {
 		(*out)->flags = flags;
 		snprintf((*out)->path, sizeof((*out)->path), "%s", path);
-		if (flags)
+		if (flags & (VRAM_CONNECT_RECONNECT | VRAM_CONNECT_WAIT))
 			(*out)->reconnect = reconnect_try;
 	}
 	return error_finish(eg, r);

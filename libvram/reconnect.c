@@ -90,7 +90,7 @@ static int reconnect_once(struct vram_client *c)
 
 	c->reconnecting = true;
 	pthread_mutex_unlock(&c->lock);
-	r = sock_connect(c->path, &sock);
+	r = sock_open(c->path, c->flags & VRAM_CONNECT_ADMIN, &sock);
 	pthread_mutex_lock(&c->lock);
 	if (r == 0) {
 		if (c->sock >= 0)

@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdbool.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "log.h"
 #include "sock.h"
 #include "wire.h"
 
@@ -103,6 +105,32 @@ int sock_connect(const char *path, int *sock)
 	}
 	*sock = fd;
 	return 0;
+}
+
+int sock_open(const char *path, bool admin, int *sock)
+{
+	const char *env = getenv("VRAM_ADMIN_SOCKET");
+	char lane[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	char saved[ERROR_MSG_MAX];
+	int r;
+
+	if (!admin)
+		return sock_connect(path, sock);
+	if (env && *env)
+		r = snprintf(lane, sizeof(lane), "%s", env);
+	else
+		r = snprintf(lane, sizeof(lane), "%s.admin", path);
+	if (r < 0 || (size_t)r >= sizeof(lane))
+		return sock_connect(path, sock);
+	/* A failed try is no failure of the call: its message goes. */
+	snprintf(saved, sizeof(saved), "%s", error_get());
+	r = sock_connect(lane, sock);
+	if (r != -ENOENT && r != -ECONNREFUSED && r != -EACCES)
+		return r;
+	log_write(VRAM_LOG_DEBUG, "admin socket %s: %s; using %s", lane,
+		  strerror(-r), path);
+	error_restore(saved);
+	return sock_connect(path, sock);
 }
 
 int sock_send(int sock, const void *payload, size_t len, const int *fds,

@@ -6,11 +6,18 @@
 #ifndef LIBVRAM_SOCK_H
 #define LIBVRAM_SOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Connects a Unix socket to path ("@name": abstract). *sock is CLOEXEC and
  * non-blocking. Returns 0 or -errno with a message set. */
 int sock_connect(const char *path, int *sock);
+
+/* sock_connect to path, or when admin first to the admin lane's socket
+ * ($VRAM_ADMIN_SOCKET, or path with ".admin" appended), falling back to
+ * path where the admin socket is missing, refused or not accessible
+ * (vram.h, VRAM_CONNECT_ADMIN). Returns 0 or -errno with a message set. */
+int sock_open(const char *path, bool admin, int *sock);
 
 /* Queues and writes one frame (wire_tx_queue, wire_tx_flush), waiting with
  * poll() for the socket to take it. The caller keeps fds. Returns 0 or

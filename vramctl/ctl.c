@@ -247,7 +247,10 @@ int ctl_connect(struct ctl *ctl)
 
 	if (ctl->client)
 		return 0;
-	r = vram_connect(ctl->socket, "vramctl", 0, &ctl->client);
+	/* The admin lane, so that a busy daemon still answers at once; the
+	 * main socket where there is none or it is not ours (vram.h). */
+	r = vram_connect(ctl->socket, "vramctl", VRAM_CONNECT_ADMIN,
+			 &ctl->client);
 	if (r == 0)
 		return 0;
 	ctl->client = NULL;

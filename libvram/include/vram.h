@@ -119,6 +119,14 @@ const char *vram_last_error(void);
  * version mismatch, -EINVAL. */
 #define VRAM_CONNECT_RECONNECT 0x1u
 #define VRAM_CONNECT_WAIT 0x2u
+/* VRAM_CONNECT_ADMIN: connect through the admin lane, the daemon's
+ * second socket for root and its admin group, whose requests are served
+ * ahead of a busy daemon's other clients (docs/security.md, "The admin
+ * lane"): $VRAM_ADMIN_SOCKET, or the socket's path with ".admin"
+ * appended. Where that socket is missing, refused or not ours to open
+ * (ENOENT, ECONNREFUSED, EACCES), the client connects to the main socket
+ * as without the flag. It gives priority, not rights. vramctl uses it. */
+#define VRAM_CONNECT_ADMIN 0x4u
 int vram_connect(const char *path, const char *name, unsigned flags,
 		 vram_client **out);
 
