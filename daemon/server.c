@@ -233,7 +233,8 @@ static bool server_frames(struct server *srv, struct session *s)
 	struct wire_frame f;
 
 	while (!s->closing && !s->broken && !s->parked) {
-		memset(&f, 0, sizeof(f));
+		/* wire_rx_next sets what wire_frame_clear reads (not the
+		 * whole kilobyte of fd slots) on every path. */
 		int r = wire_rx_next(&s->rx, &f);
 		if (r == 0)
 			return true;
