@@ -448,8 +448,8 @@ static void tx_control_put(struct msghdr *msg, void *buf, size_t size,
 /* With nothing queued, the frame is written straight from the caller's
  * buffer: no copy, no allocation, one sendmsg, which is all most replies
  * ever need. Only what the socket did not take is queued. */
-int wire_tx_send(struct wire_tx *tx, int sock, const void *payload,
-		 size_t len, const int *fds, unsigned nfds)
+int wire_tx_send(struct wire_tx *tx, int sock, const void *payload, size_t len,
+		 const int *fds, unsigned nfds)
 {
 	union {
 		struct cmsghdr align;

@@ -806,8 +806,8 @@ TEST(tx_send_direct_then_queued)
 	wire_tx_init(&tx);
 	wire_rx_init(&rx);
 	base = fd_count();
-	ASSERT_EQ(wire_tx_send(&tx, sv[0], payload, WIRE_MAX_PAYLOAD + 1,
-			       NULL, 0),
+	ASSERT_EQ(wire_tx_send(&tx, sv[0], payload, WIRE_MAX_PAYLOAD + 1, NULL,
+			       0),
 		  -EMSGSIZE);
 	ASSERT(tx.head == NULL);
 	for (int i = 0; i < N; i++) {
