@@ -243,7 +243,8 @@ static bool server_frames(struct server *srv, struct session *s)
 			lane_check(&srv->lane);
 		if (s->closing || s->broken || s->parked)
 			return false;
-		memset(&f, 0, sizeof(f));
+		/* wire_rx_next sets what wire_frame_clear reads (not the
+		 * whole kilobyte of fd slots) on every path. */
 		int r = wire_rx_next(&s->rx, &f);
 		if (r == 0)
 			return true;

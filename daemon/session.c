@@ -177,17 +177,20 @@ static void session_send(struct session *s, Vram__ServerMsg *msg,
 		      : s->tx.bytes + len > SESSION_MAX_QUEUED)
 		r = -ENOBUFS; /* a slow reader: dropped, as on a crash */
 	else
-		r = wire_tx_queue(&s->tx, buf, len, fds, nfds);
+		r = wire_tx_send(&s->tx, s->fd, buf, len, fds, nfds);
 	if (buf != small)
 		free(buf);
 	session_account(s);
 	if (r < 0) {
-		log_warn("session %llu (pid %u): cannot send: %s",
-			 (unsigned long long)s->id, s->who.pid, strerror(-r));
-		session_close_later(s, "send queue failed");
+		/* A peer that went away is no news; anything else is. */
+		if (r != -EPIPE && r != -ECONNRESET)
+			log_warn("session %llu (pid %u): cannot send: %s",
+				 (unsigned long long)s->id, s->who.pid,
+				 strerror(-r));
+		session_close_later(s, "send failed");
 		return;
 	}
-	session_flush(s);
+	session_watch(s);
 }
 
 void session_reply(struct session *s, Vram__Response *resp, const int *fds,

@@ -140,13 +140,8 @@ int sock_send(int sock, const void *payload, size_t len, const int *fds,
 	int err;
 
 	wire_tx_init(&tx);
-	err = wire_tx_queue(&tx, payload, len, fds, nfds);
-	if (err < 0)
-		return err;
-	for (;;) {
-		err = wire_tx_flush(&tx, sock);
-		if (err != 0)
-			break;
+	err = wire_tx_send(&tx, sock, payload, len, fds, nfds);
+	while (err == 0) {
 		/* The socket is non-blocking (the reader shares it): wait
 		 * until it takes more. */
 		struct pollfd p = { .fd = sock, .events = POLLOUT };
@@ -160,6 +155,7 @@ int sock_send(int sock, const void *payload, size_t len, const int *fds,
 			break;
 		}
 		/* POLLERR and POLLHUP: the next flush reports the error. */
+		err = wire_tx_flush(&tx, sock);
 	}
 	wire_tx_free(&tx);
 	return err < 0 ? err : 0;

@@ -365,35 +365,50 @@ void wire_tx_free(struct wire_tx *tx)
 	wire_tx_init(tx);
 }
 
-int wire_tx_queue(struct wire_tx *tx, const void *payload, size_t len,
-		  const int *fds, unsigned nfds)
+/* Checks a frame against the limits before anything is sent or queued. */
+static int tx_check(const void *payload, size_t len, const int *fds,
+		    unsigned nfds)
 {
-	struct wire_tx_item *it;
-	int err;
-
 	if ((len > 0 && !payload) || (nfds > 0 && !fds))
 		return -EINVAL;
 	if (len > WIRE_MAX_PAYLOAD || nfds > WIRE_MAX_FDS)
 		return -EMSGSIZE;
+	return 0;
+}
 
-	it = malloc(sizeof(*it) + nfds * sizeof(int) + WIRE_HEADER_SIZE + len);
+static void tx_header_put(uint8_t *h, size_t len, unsigned nfds)
+{
+	put_le32(h, WIRE_MAGIC);
+	put_le32(h + 4, (uint32_t)len);
+	put_le32(h + 8, nfds);
+}
+
+/* Appends a frame whose header announces nfds fds, the first sent bytes
+ * of it already written. The item holds duplicates of fds while none of
+ * it was written; once a byte went out, its fds went with it. */
+static int tx_append(struct wire_tx *tx, const void *payload, size_t len,
+		     const int *fds, unsigned nfds, size_t sent)
+{
+	struct wire_tx_item *it;
+	unsigned keep = sent ? 0 : nfds;
+
+	it = malloc(sizeof(*it) + keep * sizeof(int) + WIRE_HEADER_SIZE + len);
 	if (!it)
 		return -ENOMEM;
 	it->next = NULL;
-	it->data = (uint8_t *)(it->fds + nfds);
+	it->data = (uint8_t *)(it->fds + keep);
 	it->size = WIRE_HEADER_SIZE + len;
-	it->sent = 0;
+	it->sent = sent;
 	it->nfds = 0;
-	put_le32(it->data, WIRE_MAGIC);
-	put_le32(it->data + 4, (uint32_t)len);
-	put_le32(it->data + 8, nfds);
+	tx_header_put(it->data, len, nfds);
 	if (len > 0)
 		memcpy(it->data + WIRE_HEADER_SIZE, payload, len);
-	for (unsigned i = 0; i < nfds; i++) {
+	for (unsigned i = 0; i < keep; i++) {
 		int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 0);
 		if (fd < 0) {
-			err = -errno;
-			goto free_item;
+			int err = -errno;
+			tx_item_free(it);
+			return err;
 		}
 		it->fds[it->nfds++] = fd;
 	}
@@ -406,10 +421,69 @@ int wire_tx_queue(struct wire_tx *tx, const void *payload, size_t len,
 	tx->bytes += len;
 	tx->nfds += it->nfds;
 	return 0;
+}
 
-free_item:
-	tx_item_free(it);
-	return err;
+int wire_tx_queue(struct wire_tx *tx, const void *payload, size_t len,
+		  const int *fds, unsigned nfds)
+{
+	int err = tx_check(payload, len, fds, nfds);
+
+	return err < 0 ? err : tx_append(tx, payload, len, fds, nfds, 0);
+}
+
+/* Fills msg's control buffer with one SCM_RIGHTS message of fds. */
+static void tx_control_put(struct msghdr *msg, void *buf, size_t size,
+			   const int *fds, unsigned nfds)
+{
+	memset(buf, 0, size);
+	msg->msg_control = buf;
+	msg->msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+	struct cmsghdr *c = CMSG_FIRSTHDR(msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+}
+
+/* With nothing queued, the frame is written straight from the caller's
+ * buffer: no copy, no allocation, one sendmsg, which is all most replies
+ * ever need. Only what the socket did not take is queued. */
+int wire_tx_send(struct wire_tx *tx, int sock, const void *payload, size_t len,
+		 const int *fds, unsigned nfds)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * WIRE_MAX_FDS)];
+	} control;
+	uint8_t header[WIRE_HEADER_SIZE];
+	struct iovec iov[2] = {
+		{ .iov_base = header, .iov_len = sizeof(header) },
+		{ .iov_base = (void *)payload, .iov_len = len },
+	};
+	struct msghdr msg = { .msg_iov = iov, .msg_iovlen = len ? 2 : 1 };
+	ssize_t n;
+	int err = tx_check(payload, len, fds, nfds);
+
+	if (err < 0)
+		return err;
+	if (tx->head) {
+		/* Behind what is queued: in order, after it. */
+		err = tx_append(tx, payload, len, fds, nfds, 0);
+		return err < 0 ? err : wire_tx_flush(tx, sock);
+	}
+	tx_header_put(header, len, nfds);
+	if (nfds > 0)
+		tx_control_put(&msg, control.buf, sizeof(control.buf), fds,
+			       nfds);
+	do
+		n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+		return -errno;
+	if (n == (ssize_t)(WIRE_HEADER_SIZE + len))
+		return 1;
+	err = tx_append(tx, payload, len, fds, nfds, n > 0 ? (size_t)n : 0);
+	return err < 0 ? err : 0;
 }
 
 /* One sendmsg of what is left of the queue, from the head: up to
@@ -440,16 +514,9 @@ static ssize_t tx_send(struct wire_tx *tx, int sock)
 		iov[msg.msg_iovlen].iov_len = it->size;
 		msg.msg_iovlen++;
 	}
-	if (head->nfds > 0) {
-		memset(&control, 0, sizeof(control));
-		msg.msg_control = control.buf;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * head->nfds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * head->nfds);
-		memcpy(CMSG_DATA(c), head->fds, sizeof(int) * head->nfds);
-	}
+	if (head->nfds > 0)
+		tx_control_put(&msg, control.buf, sizeof(control.buf),
+			       head->fds, head->nfds);
 	do
 		n = sendmsg(sock, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
 	while (n < 0 && errno == EINTR);

@@ -81,6 +81,15 @@ void wire_tx_free(struct wire_tx *tx);
 int wire_tx_queue(struct wire_tx *tx, const void *payload, size_t len,
 		  const int *fds, unsigned nfds);
 
+/* Sends one frame, as wire_tx_queue() then wire_tx_flush() would: when
+ * nothing is queued, with one sendmsg straight from payload (no copy),
+ * queueing only what the socket did not take (fds dup()ed only if none of
+ * the frame went out). Returns 1 when the queue is empty, 0 when data
+ * remains (wait for POLLOUT), or -errno: the limits' errors with nothing
+ * queued, a write's error with the queue dropped (the session is broken). */
+int wire_tx_send(struct wire_tx *tx, int sock, const void *payload,
+		 size_t len, const int *fds, unsigned nfds);
+
 /* Writes as much of the queue as the socket takes (MSG_DONTWAIT |
  * MSG_NOSIGNAL). Returns 1 when the queue is empty, 0 when data remains
  * (wait for POLLOUT), or -errno (the session is broken). */

@@ -784,3 +784,88 @@ TEST(protobuf_request_round_trip)
 	wire_frame_clear(&f);
 	wire_rx_free(&rx);
 }
+
+/* wire_tx_send: with nothing queued a frame goes out straight, without
+ * dup()ing its fds or queueing; once the socket fills, the part it did not
+ * take is queued (its fds already sent with the first byte, or kept as
+ * duplicates if no byte went), and later frames queue behind it in order. */
+TEST(tx_send_direct_then_queued)
+{
+	enum { N = 48 };
+	struct wire_frame f = { 0 };
+	struct wire_tx tx;
+	struct wire_rx rx;
+	int sv[2], sndbuf = 4096, base, direct = 0, queued = 0;
+	static uint8_t payload[16384];
+	char text[32];
+
+	sock_pair(sv);
+	ASSERT_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)),
+		  0);
+	wire_tx_init(&tx);
+	wire_rx_init(&rx);
+	base = fd_count();
+	ASSERT_EQ(wire_tx_send(&tx, sv[0], payload, WIRE_MAX_PAYLOAD + 1, NULL,
+			       0),
+		  -EMSGSIZE);
+	ASSERT(tx.head == NULL);
+	for (int i = 0; i < N; i++) {
+		size_t len = 2000 + (size_t)i * 157;
+		for (size_t k = 0; k < len; k++)
+			payload[k] = (uint8_t)(i ^ (k * 31));
+		snprintf(text, sizeof(text), "fd of frame %d", i);
+		int mfd = memfd_with(text);
+		bool was_empty = tx.head == NULL;
+		int r = wire_tx_send(&tx, sv[0], payload, len, &mfd,
+				     i % 3 == 0 ? 1 : 0);
+		ASSERT_GE(r, 0);
+		close(mfd);
+		direct += was_empty && r == 1;
+		queued += r == 0;
+		/* The kernel holds sent fds; the queue holds the others. */
+		ASSERT_EQ(fd_count(), base + (int)tx.nfds);
+	}
+	ASSERT_GT(direct, 0);
+	ASSERT_GT(queued, 0);
+	ASSERT(tx.head != NULL);
+
+	for (int i = 0; i < N; i++) {
+		size_t len = 2000 + (size_t)i * 157;
+		for (;;) {
+			int r = wire_rx_next(&rx, &f);
+			ASSERT_GE(r, 0);
+			if (r == 1)
+				break;
+			r = wire_rx_read(&rx, sv[1]);
+			if (r == -EAGAIN) {
+				ASSERT_GE(wire_tx_flush(&tx, sv[0]), 0);
+				continue;
+			}
+			ASSERT_GT(r, 0);
+		}
+		ASSERT_UEQ(f.len, len);
+		for (size_t k = 0; k < len; k++)
+			if (f.payload[k] != (uint8_t)(i ^ (k * 31)))
+				TEST_FAIL("frame %d byte %zu differs", i, k);
+		ASSERT_EQ(f.nfds, i % 3 == 0 ? 1 : 0);
+		if (f.nfds) {
+			char buf[32] = { 0 };
+			snprintf(text, sizeof(text), "fd of frame %d", i);
+			ASSERT_GT(pread(f.fds[0], buf, sizeof(buf) - 1, 0), 0);
+			ASSERT_STREQ(buf, text);
+		}
+		wire_frame_clear(&f);
+	}
+	ASSERT_EQ(wire_tx_flush(&tx, sv[0]), 1);
+	ASSERT_UEQ(tx.bytes, 0);
+	ASSERT_EQ(wire_rx_next(&rx, &f), 0);
+	ASSERT_EQ(fd_count(), base);
+	/* A write error drops nothing it did not queue and says why. */
+	close(sv[1]);
+	ASSERT_EQ(wire_tx_send(&tx, sv[0], "x", 1, NULL, 0), -EPIPE);
+	ASSERT(tx.head == NULL);
+	wire_rx_free(&rx);
+	wire_tx_free(&tx);
+	close(sv[0]);
+}
