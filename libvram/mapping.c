@@ -133,6 +133,37 @@ static void mapping_gate_wait_idle(void)
 	pthread_mutex_unlock(&mapping_gate.mu);
 }
 
+/* What a give-back's thread works on: its own copy of the regions, so
+ * the mapping may be used (and waited on) from the caller's side; and how
+ * far it has got, for a save that comes before it is done. */
+struct mapping_giving {
+	struct vmm *vmm;
+	uint8_t *backup;
+	uint64_t len;
+	struct mapping_region *regions;
+	size_t n_regions;
+	int r;
+	pthread_mutex_t mu;
+	pthread_cond_t moved;
+	uint64_t given; /* [0, given) is unpinned and punched */
+};
+
+/* Waits until a give-back under way has punched [0, end) of the backup:
+ * what a save is about to fill must not be punched after it. */
+static void mapping_backup_wait_upto(struct mapping *m, uint64_t end)
+{
+	struct mapping_giving *g = m->gift;
+
+	if (!m->giving)
+		return;
+	if (end > g->len)
+		end = g->len;
+	pthread_mutex_lock(&g->mu);
+	while (g->given < end)
+		pthread_cond_wait(&g->moved, &g->mu);
+	pthread_mutex_unlock(&g->mu);
+}
+
 /* Registers [off, off + len) of the backup as one region. */
 static int mapping_register_slice(struct mapping *m, uint64_t off,
 				  uint64_t len)
@@ -168,7 +199,6 @@ static void mapping_register(struct mapping *m)
 {
 	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
 
-	mapping_backup_wait(m);
 	if (!m->backup || m->readonly || !m->backup_pin || end <= m->registered)
 		return;
 	for (size_t i = 0; i < m->n_chunks && m->registered < end; i++) {
@@ -182,6 +212,9 @@ static void mapping_register(struct mapping *m)
 			uint64_t len = MAPPING_PIN_SLICE - into;
 			if (len > c_end - off)
 				len = c_end - off;
+			/* A give-back under way: only this slice must be
+			 * behind its punch (it fills the slices after). */
+			mapping_backup_wait_upto(m, off + len);
 			if (mapping_register_slice(m, off, len) < 0)
 				return;
 		}
@@ -436,9 +469,11 @@ static int mapping_copy(struct mapping *m, int to_host)
 		n++;
 	}
 	/* A backup that is not retained is pinned only now, so that its
-	 * pages can go back after the restore (mapping_backup_unpin). */
-	mapping_backup_wait(m);
+	 * pages can go back after the restore (mapping_backup_unpin); behind
+	 * a give-back still punching the pages, slice by slice, and the copy
+	 * only once the punch has passed all it touches. */
 	mapping_register(m);
+	mapping_backup_wait_upto(m, m->size);
 	if (to_host && m->backup_fd >= 0 && n) {
 		r = mapping_save_file(m, spans, n);
 		free(spans);
@@ -469,17 +504,11 @@ int mapping_restore(struct mapping *m)
 	return mapping_copy(m, 0);
 }
 
-/* What a give-back's thread works on: its own copy of the regions, so
- * the mapping may be used (and waited on) from the caller's side. */
-struct mapping_giving {
-	struct vmm *vmm;
-	uint8_t *backup;
-	uint64_t len;
-	struct mapping_region *regions;
-	size_t n_regions;
-	int r;
-};
-
+/* The thread unpins every region, then punches the memfd a slice at a
+ * time from the start, saying how far it got after each. Punching 16 GiB
+ * of shmem takes ~3 s on the H200 host (bench/host_pin.py), as long as
+ * faulting it in again: a save that follows soon fills the slices behind
+ * the punch instead of waiting for all of it. */
 static void *mapping_giving_run(void *arg)
 {
 	struct mapping_giving *g = arg;
@@ -490,9 +519,26 @@ static void *mapping_giving_run(void *arg)
 					     g->backup + g->regions[i].offset,
 					     g->regions[i].len);
 	}
-	if (madvise(g->backup, g->len, MADV_REMOVE) < 0)
-		g->r = -errno;
+	for (uint64_t off = 0; off < g->len; off += MAPPING_PIN_SLICE) {
+		uint64_t n = g->len - off < MAPPING_PIN_SLICE ? g->len - off :
+								MAPPING_PIN_SLICE;
+		if (madvise(g->backup + off, n, MADV_REMOVE) < 0 && g->r == 0)
+			g->r = -errno;
+		pthread_mutex_lock(&g->mu);
+		g->given = off + n;
+		pthread_cond_broadcast(&g->moved);
+		pthread_mutex_unlock(&g->mu);
+	}
 	return g;
+}
+
+
+static void mapping_giving_free(struct mapping_giving *g)
+{
+	pthread_cond_destroy(&g->moved);
+	pthread_mutex_destroy(&g->mu);
+	free(g->regions);
+	free(g);
 }
 
 /* Unpins and punches the backup here, on the caller's thread. */
@@ -526,18 +572,20 @@ int mapping_backup_give_back(struct mapping *m)
 	g->len = m->backup_len;
 	g->regions = m->regions;
 	g->n_regions = m->n_regions;
+	pthread_mutex_init(&g->mu, NULL);
+	pthread_cond_init(&g->moved, NULL);
 	m->regions = NULL;
 	m->n_regions = m->cap_regions = 0;
 	m->registered = 0;
 	if (pthread_create(&m->giver, NULL, mapping_giving_run, g) == 0) {
 		m->giving = true;
+		m->gift = g;
 		return 0;
 	}
 	/* No thread: do its work here. */
 	mapping_giving_run(g);
 	r = g->r;
-	free(g->regions);
-	free(g);
+	mapping_giving_free(g);
 	return r;
 }
 
@@ -550,10 +598,10 @@ int mapping_backup_wait(struct mapping *m)
 		return 0;
 	pthread_join(m->giver, &res);
 	m->giving = false;
+	m->gift = NULL;
 	struct mapping_giving *g = res;
 	r = g->r;
-	free(g->regions);
-	free(g);
+	mapping_giving_free(g);
 	return r;
 }
 

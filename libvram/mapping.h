@@ -62,9 +62,11 @@ struct mapping {
 	 * retain); sync writes a saved backup through to its file. */
 	int backup_pin, backup_retain, backup_sync;
 	/* A release of the backup's pages under way on its own thread
-	 * (mapping_backup_give_back); every use of the backup waits for it. */
+	 * (mapping_backup_give_back): every use of the backup waits for it,
+	 * a save only for the part it fills next (gift's progress). */
 	pthread_t giver;
 	bool giving;
+	struct mapping_giving *gift;
 };
 
 /* Turns a message's chunk list into descs with fds from the frame f (the

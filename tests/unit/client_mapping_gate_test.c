@@ -8,6 +8,7 @@
  * way then. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,7 +29,8 @@ static int fake_reserve(struct vmm *v, unsigned dev, uint64_t size,
 			uint64_t align, uintptr_t *addr)
 {
 	(void)v, (void)dev, (void)align;
-	void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (p == MAP_FAILED)
 		return -ENOMEM;
 	*addr = (uintptr_t)p;
@@ -78,6 +80,21 @@ static int fake_unregister(struct vmm *v, void *host, size_t len)
 	return 0;
 }
 
+/* The pool's "device memory" is the reserved range itself (read-write
+ * here), so a copy is a memcpy between it and the backup. */
+static int fake_copy(struct vmm *v, unsigned dev, int to_host,
+		     const struct vmm_span *spans, size_t n)
+{
+	(void)v, (void)dev;
+	for (size_t i = 0; i < n; i++) {
+		if (to_host)
+			memcpy(spans[i].host, (void *)spans[i].dev, spans[i].len);
+		else
+			memcpy((void *)spans[i].dev, spans[i].host, spans[i].len);
+	}
+	return 0;
+}
+
 static const struct vmm_ops fake_ops = {
 	.name = "gate-fake",
 	.reserve = fake_reserve,
@@ -86,6 +103,7 @@ static const struct vmm_ops fake_ops = {
 	.unmap = fake_unmap,
 	.host_register = fake_register,
 	.host_unregister = fake_unregister,
+	.copy = fake_copy,
 };
 
 static void sleep_ms(long ms)
@@ -159,4 +177,48 @@ TEST(a_give_back_unpins_only_while_no_pool_is_being_mapped)
 	mapping_release(&weights);
 	close(pipefd[0]);
 	close(pipefd[1]);
+}
+
+/* A save right after a give-back (a pause soon after a resume that gave
+ * its backup back) fills the backup behind the give-back's punch, slice
+ * by slice: every byte it saved is still there once the punch is done. */
+TEST(a_save_behind_a_give_back_keeps_what_it_saved)
+{
+	const uint64_t size = 768 * MiB; /* three pin slices */
+	struct vmm v = { .ops = &fake_ops };
+	struct mapping m;
+
+	atomic_store(&rec.map_gate_fd, -1);
+	mapping_init(&m, &v, 0, 0);
+	ASSERT(mapping_reserve(&m, size, 2 * MiB) == 0);
+	int fd = memfd_create("gate-save", MFD_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, (off_t)size) == 0);
+	m.backup_pin = 1; /* pinned at each copy, given back after */
+	ASSERT(mapping_backup_map(&m, fd) == 0);
+	close(fd);
+	struct mapping_desc d = { .offset = 0, .size = size, .fd = -1 };
+	ASSERT(mapping_append(&m, &d, 1, 1) == 0);
+	uint8_t *dev = (uint8_t *)m.base;
+
+	for (int cycle = 0; cycle < 3; cycle++) {
+		uint8_t byte = (uint8_t)(0x11 * (cycle + 1));
+		memset(dev, byte, size);
+		ASSERT(mapping_save(&m) == 0);
+		memset(dev, 0, size);
+		ASSERT(mapping_restore(&m) == 0);
+		for (uint64_t off = 0; off < size; off += 64 * MiB)
+			ASSERT(dev[off] == byte && dev[off + 64 * MiB - 1] == byte);
+		/* Given back, and saved again at once with new content. */
+		memset(dev, byte + 1, size);
+		ASSERT(mapping_backup_give_back(&m) == 0);
+		ASSERT(mapping_save(&m) == 0);
+		ASSERT(mapping_backup_wait(&m) == 0);
+		for (uint64_t off = 0; off < size; off += 64 * MiB)
+			ASSERT(m.backup[off] == (uint8_t)(byte + 1) &&
+			       m.backup[off + 64 * MiB - 1] == (uint8_t)(byte + 1));
+		ASSERT(mapping_backup_give_back(&m) == 0);
+	}
+	ASSERT(mapping_backup_wait(&m) == 0);
+	mapping_release(&m);
 }

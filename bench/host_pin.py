@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""What a host backup's pages cost before a copy can use them, on a GPU
+machine: a backup given back after each resume (torch_memory_saver's
+default) is allocated, zeroed and pinned again at every pause.
+
+For SIZE GiB of host memory, per layout: the time to fault the pages in
+(MADV_POPULATE_WRITE from T threads), to pin them (cuMemHostRegister, in
+slices of S MiB), to unpin them and to give them back (MADV_REMOVE or
+munmap); and, for comparison, cuMemHostAlloc in pieces of 64 MiB (what
+torch_memory_saver's pinned backups cost) and its cuMemFreeHost.
+
+    bench/host_pin.py [--size-gib 16] [--threads 1,8] [--slices 256,1024]
+
+Prints one line per case, ms and GB/s. Needs libcuda and a GPU.
+"""
+
+import argparse
+import ctypes
+import os
+import threading
+import time
+
+GiB = 1 << 30
+MiB = 1 << 20
+MADV_REMOVE = 9
+MADV_HUGEPAGE = 14
+MADV_POPULATE_WRITE = 23
+PROT_RW = 3
+MAP_SHARED, MAP_PRIVATE, MAP_ANONYMOUS = 1, 2, 0x20
+MFD_CLOEXEC = 1
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.memfd_create.argtypes = [ctypes.c_char_p, ctypes.c_uint]
+
+
+def check_libc(r, what):
+    if r == -1 or r is None:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+    return r
+
+
+class Cuda:
+    def __init__(self):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.ok("cuInit", 0)
+        dev = ctypes.c_int()
+        self.ok("cuDeviceGet", ctypes.byref(dev), 0)
+        ctx = ctypes.c_void_p()
+        self.ok("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)
+        self.ok("cuCtxSetCurrent", ctx)
+
+    def ok(self, name, *args):
+        r = getattr(self.lib, name)(*args)
+        if r != 0:
+            raise RuntimeError(f"{name}: CUresult {r}")
+
+
+def populate(addr, size, threads):
+    """MADV_POPULATE_WRITE over [addr, addr+size) from threads threads
+    (ctypes lets go of the GIL, so they run at once)."""
+    per = (size // threads + 2 * MiB - 1) // (2 * MiB) * (2 * MiB)
+    errs = []
+
+    def run(off, n):
+        if libc.madvise(ctypes.c_void_p(addr + off), n, MADV_POPULATE_WRITE) != 0:
+            errs.append(ctypes.get_errno())
+
+    ts = []
+    for off in range(0, size, per):
+        t = threading.Thread(target=run, args=(off, min(per, size - off)))
+        t.start()
+        ts.append(t)
+    for t in ts:
+        t.join()
+    if errs:
+        raise OSError(errs[0], f"MADV_POPULATE_WRITE: {os.strerror(errs[0])}")
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def case_mapped(cu, size, kind, threads, slice_mib, huge):
+    if kind == "memfd":
+        fd = check_libc(libc.memfd_create(b"host_pin", MFD_CLOEXEC), "memfd_create")
+        os.ftruncate(fd, size)
+        addr = check_libc(libc.mmap(None, size, PROT_RW, MAP_SHARED, fd, 0), "mmap")
+    else:
+        fd = -1
+        addr = check_libc(libc.mmap(None, size, PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), "mmap")
+    if huge:
+        libc.madvise(ctypes.c_void_p(addr), size, MADV_HUGEPAGE)
+    sl = slice_mib * MiB
+    t_pop = timed(lambda: populate(addr, size, threads))
+
+    def reg():
+        for off in range(0, size, sl):
+            cu.ok("cuMemHostRegister_v2", ctypes.c_void_p(addr + off), ctypes.c_size_t(min(sl, size - off)), 1)
+
+    def unreg():
+        for off in range(0, size, sl):
+            cu.ok("cuMemHostUnregister", ctypes.c_void_p(addr + off))
+
+    t_reg = timed(reg)
+    t_unreg = timed(unreg)
+    if kind == "memfd":
+        t_free = timed(lambda: libc.madvise(ctypes.c_void_p(addr), size, MADV_REMOVE))
+        libc.munmap(ctypes.c_void_p(addr), size)
+        os.close(fd)
+    else:
+        t_free = timed(lambda: libc.munmap(ctypes.c_void_p(addr), size))
+    return t_pop, t_reg, t_unreg, t_free
+
+
+def case_hostalloc(cu, size, piece):
+    ptrs = []
+
+    def alloc():
+        for _ in range(0, size, piece):
+            p = ctypes.c_void_p()
+            cu.ok("cuMemHostAlloc", ctypes.byref(p), ctypes.c_size_t(piece), 1)
+            ptrs.append(p)
+
+    def free():
+        for p in ptrs:
+            cu.ok("cuMemFreeHost", p)
+
+    t_alloc = timed(alloc)
+    t_free = timed(free)
+    return t_alloc, t_free
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-gib", type=int, default=16)
+    ap.add_argument("--threads", default="1,8")
+    ap.add_argument("--slices", default="256,1024")
+    ap.add_argument("--rounds", type=int, default=2)
+    a = ap.parse_args()
+    size = a.size_gib * GiB
+    cu = Cuda()
+    rate = lambda ms: size / (ms / 1e3) / 1e9 if ms > 0 else 0.0
+    try:
+        thp = open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()
+        shm = open("/sys/kernel/mm/transparent_hugepage/shmem_enabled").read().strip()
+    except OSError:
+        thp = shm = "?"
+    print(f"host_pin: {a.size_gib} GiB, {os.cpu_count()} CPUs, THP {thp}, shmem THP {shm}; ms (GB/s)")
+    for r in range(a.rounds):
+        for kind in ("memfd", "anon"):
+            for huge in ((False,) if kind == "memfd" else (False, True)):
+                for th in [int(x) for x in a.threads.split(",")]:
+                    for sl in [int(x) for x in a.slices.split(",")]:
+                        p, g, u, f = case_mapped(cu, size, kind, th, sl, huge)
+                        name = f"{kind}{'+thp' if huge else ''} {th:2d} thr {sl:5d} MiB"
+                        print(f"  round {r} {name:28s} populate {p:8.1f} ({rate(p):5.1f})  register {g:7.1f} ({rate(g):5.1f})"
+                              f"  unregister {u:7.1f}  give back {f:7.1f}  pause-side total {p + g:8.1f}", flush=True)
+        al, fr = case_hostalloc(cu, size, 64 * MiB)
+        print(f"  round {r} {'cuMemHostAlloc 64 MiB':28s} alloc {al:8.1f} ({rate(al):5.1f})  free {fr:7.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
