@@ -374,12 +374,18 @@ class Client(_Handle):
     store) and opens its pools again without remapping them; calls made
     meanwhile raise VramError with errno ENOTCONN, or with wait=True wait
     for the daemon (60 s at most). See docs/operations.md.
+
+    Admins: with admin=True the client connects through the daemon's admin
+    lane (its admin socket, served ahead of ordinary sessions: for
+    monitoring under load), or the ordinary socket where the admin socket
+    is missing or not this user's (docs/security.md).
     """
 
-    def __init__(self, socket=None, name=None, reconnect=False, wait=False):
+    def __init__(self, socket=None, name=None, reconnect=False, wait=False, admin=False):
         h = c_void_p()
-        flags = (_lib.CONNECT_RECONNECT if reconnect else 0) | (
-            _lib.CONNECT_WAIT if wait else 0)
+        flags = ((_lib.CONNECT_RECONNECT if reconnect else 0)
+                 | (_lib.CONNECT_WAIT if wait else 0)
+                 | (_lib.CONNECT_ADMIN if admin else 0))
         r = _lib.lib.vram_connect(_lib.encode(socket), _lib.encode(name), flags, byref(h))
         _check(r, "vram_connect")
         self._h = h.value
@@ -916,9 +922,9 @@ _default = None
 _default_lock = threading.Lock()
 
 
-def connect(socket=None, name=None):
+def connect(socket=None, name=None, admin=False):
     """A new Client (see Client)."""
-    return Client(socket=socket, name=name)
+    return Client(socket=socket, name=name, admin=admin)
 
 
 def default_client():

@@ -72,6 +72,23 @@ def test_connect_ping_close(daemon):
     assert ei.value.errno == errno.EBADF
 
 
+def test_connect_through_the_admin_lane(daemon, tmp_path):
+    # The daemon makes its admin socket next to its socket; root may use it.
+    assert os.path.exists(daemon.socket + ".admin")
+    c = vram.connect(daemon.socket, name="py admin", admin=True)
+    c.ping()
+    assert c.stats().pools == 0
+    c.close()
+    # Where the admin socket is missing, the ordinary socket serves.
+    os.environ["VRAM_ADMIN_SOCKET"] = str(tmp_path / "no-such.admin")
+    try:
+        c = vram.connect(daemon.socket, name="py admin", admin=True)
+        c.ping()
+        c.close()
+    finally:
+        del os.environ["VRAM_ADMIN_SOCKET"]
+
+
 def test_default_socket_from_environment(daemon):
     # $VRAM_SOCKET is the daemon's (conftest): no path needed.
     with vram.connect() as c:
