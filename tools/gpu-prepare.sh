@@ -170,6 +170,15 @@ gpu_compare() {
 			echo "gpu-prepare: upstream torch_memory_saver did not build; its cells are skipped" >&2
 	fi
 	OUT=$dir python3 "$root/bench/compare.py" "$@"
+	local rc=$?
+	# The children's logs (two files a backend and workload) and vramd's
+	# log in one archive, so that a machine whose reply carries only so
+	# many files brings them back (compare.json and the plots stay apart).
+	if [ -d "$dir/logs" ]; then
+		tar czf "$dir/logs.tgz" -C "$dir" logs $([ -f "$dir/vramd.log" ] && echo vramd.log) &&
+			rm -rf "$dir/logs" "$dir/vramd.log"
+	fi
+	return $rc
 }
 
 mode=${1:-prepare}
