@@ -8,7 +8,10 @@ For SIZE GiB of host memory, per layout: the time to fault the pages in
 (MADV_POPULATE_WRITE from T threads), to pin them (cuMemHostRegister, in
 slices of S MiB), to unpin them and to give them back (MADV_REMOVE or
 munmap); and, for comparison, cuMemHostAlloc in pieces of 64 MiB (what
-torch_memory_saver's pinned backups cost) and its cuMemFreeHost.
+torch_memory_saver's pinned backups cost) and its cuMemFreeHost; and the
+populate and the pin of a memfd overlapped, slice by slice, with one or
+four pinning threads (whether a save could hide the pin behind the
+faulting in).
 
     bench/host_pin.py [--size-gib 16] [--threads 1,8] [--slices 256,1024]
 
@@ -120,6 +123,56 @@ def case_mapped(cu, size, kind, threads, slice_mib, huge):
     return t_pop, t_reg, t_unreg, t_free
 
 
+def case_overlap(cu, size, threads, slice_mib, reg_threads):
+    """memfd pages faulted in and pinned slice by slice with the two
+    overlapped: one thread pins each slice as soon as it is faulted in
+    (reg_threads 1), or reg_threads pin threads take slices as they come.
+    Returns the total time, then the unpin and punch, ms."""
+    fd = check_libc(libc.memfd_create(b"host_pin", MFD_CLOEXEC), "memfd_create")
+    os.ftruncate(fd, size)
+    addr = check_libc(libc.mmap(None, size, PROT_RW, MAP_SHARED, fd, 0), "mmap")
+    sl = slice_mib * MiB
+    offs = list(range(0, size, sl))
+    ready = threading.Semaphore(0)
+    lock = threading.Lock()
+    nxt = [0]
+    errs = []
+
+    def pinner():
+        while True:
+            ready.acquire()
+            with lock:
+                if nxt[0] >= len(offs):
+                    return
+                off = offs[nxt[0]]
+                nxt[0] += 1
+            try:
+                cu.ok("cuMemHostRegister_v2", ctypes.c_void_p(addr + off), ctypes.c_size_t(min(sl, size - off)), 1)
+            except RuntimeError as e:
+                errs.append(e)
+
+    def run():
+        ps = [threading.Thread(target=pinner) for _ in range(reg_threads)]
+        for t in ps:
+            t.start()
+        for off in offs:
+            populate(addr + off, min(sl, size - off), threads)
+            ready.release()
+        for _ in ps:
+            ready.release()
+        for t in ps:
+            t.join()
+
+    t_all = timed(run)
+    if errs:
+        raise errs[0]
+    t_unreg = timed(lambda: [cu.ok("cuMemHostUnregister", ctypes.c_void_p(addr + off)) for off in offs])
+    t_free = timed(lambda: libc.madvise(ctypes.c_void_p(addr), size, MADV_REMOVE))
+    libc.munmap(ctypes.c_void_p(addr), size)
+    os.close(fd)
+    return t_all, t_unreg, t_free
+
+
 def case_hostalloc(cu, size, piece):
     ptrs = []
 
@@ -163,6 +216,13 @@ def main():
                         name = f"{kind}{'+thp' if huge else ''} {th:2d} thr {sl:5d} MiB"
                         print(f"  round {r} {name:28s} populate {p:8.1f} ({rate(p):5.1f})  register {g:7.1f} ({rate(g):5.1f})"
                               f"  unregister {u:7.1f}  give back {f:7.1f}  pause-side total {p + g:8.1f}", flush=True)
+        for th in [int(x) for x in a.threads.split(",")]:
+            for sl in [int(x) for x in a.slices.split(",")]:
+                for rt in (1, 4):
+                    t, u, f = case_overlap(cu, size, th, sl, rt)
+                    name = f"memfd {th:2d} thr {sl:5d} MiB, {rt} pinning"
+                    print(f"  round {r} {name:28s} populate+pin overlapped {t:8.1f} ({rate(t):5.1f})"
+                          f"  unregister {u:7.1f}  give back {f:7.1f}", flush=True)
         al, fr = case_hostalloc(cu, size, 64 * MiB)
         print(f"  round {r} {'cuMemHostAlloc 64 MiB':28s} alloc {al:8.1f} ({rate(al):5.1f})  free {fr:7.1f}", flush=True)
 
