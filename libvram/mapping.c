@@ -165,8 +165,7 @@ static void mapping_backup_wait_upto(struct mapping *m, uint64_t end)
 }
 
 /* Registers [off, off + len) of the backup as one region. */
-static int mapping_register_slice(struct mapping *m, uint64_t off,
-				  uint64_t len)
+static int mapping_register_slice(struct mapping *m, uint64_t off, uint64_t len)
 {
 	if (m->n_regions == m->cap_regions) {
 		size_t cap = m->cap_regions ? m->cap_regions * 2 : 8;
@@ -479,8 +478,8 @@ static int mapping_copy(struct mapping *m, int to_host)
 		free(spans);
 		return r;
 	}
-	/* Entered after this mapping's own give-back was waited for: its
-	 * thread waits for the gate. */
+	/* Entered only once this mapping's give-back is past its unpins
+	 * (it punches after them), which wait for the gate. */
 	mapping_gate_enter();
 	r = n ? m->vmm->ops->copy(m->vmm, m->dev, to_host, spans, n) : 0;
 	mapping_gate_leave();
@@ -520,8 +519,9 @@ static void *mapping_giving_run(void *arg)
 					     g->regions[i].len);
 	}
 	for (uint64_t off = 0; off < g->len; off += MAPPING_PIN_SLICE) {
-		uint64_t n = g->len - off < MAPPING_PIN_SLICE ? g->len - off :
-								MAPPING_PIN_SLICE;
+		uint64_t n = g->len - off < MAPPING_PIN_SLICE ?
+				     g->len - off :
+				     MAPPING_PIN_SLICE;
 		if (madvise(g->backup + off, n, MADV_REMOVE) < 0 && g->r == 0)
 			g->r = -errno;
 		pthread_mutex_lock(&g->mu);
@@ -531,7 +531,6 @@ static void *mapping_giving_run(void *arg)
 	}
 	return g;
 }
-
 
 static void mapping_giving_free(struct mapping_giving *g)
 {

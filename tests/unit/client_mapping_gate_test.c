@@ -20,8 +20,9 @@
 #define MiB (1ull << 20)
 
 static struct {
-	atomic_int in_map;	 /* a map is under way */
-	atomic_int map_gate_fd; /* read end the blocking map waits on, -1: none */
+	atomic_int in_map; /* a map is under way */
+	atomic_int
+		map_gate_fd; /* read end the blocking map waits on, -1: none */
 	atomic_int registers, unregisters, unregisters_in_map;
 } rec;
 
@@ -88,9 +89,11 @@ static int fake_copy(struct vmm *v, unsigned dev, int to_host,
 	(void)v, (void)dev;
 	for (size_t i = 0; i < n; i++) {
 		if (to_host)
-			memcpy(spans[i].host, (void *)spans[i].dev, spans[i].len);
+			memcpy(spans[i].host, (void *)spans[i].dev,
+			       spans[i].len);
 		else
-			memcpy((void *)spans[i].dev, spans[i].host, spans[i].len);
+			memcpy((void *)spans[i].dev, spans[i].host,
+			       spans[i].len);
 	}
 	return 0;
 }
@@ -208,7 +211,8 @@ TEST(a_save_behind_a_give_back_keeps_what_it_saved)
 		memset(dev, 0, size);
 		ASSERT(mapping_restore(&m) == 0);
 		for (uint64_t off = 0; off < size; off += 64 * MiB)
-			ASSERT(dev[off] == byte && dev[off + 64 * MiB - 1] == byte);
+			ASSERT(dev[off] == byte &&
+			       dev[off + 64 * MiB - 1] == byte);
 		/* Given back, and saved again at once with new content. */
 		memset(dev, byte + 1, size);
 		ASSERT(mapping_backup_give_back(&m) == 0);
@@ -216,7 +220,8 @@ TEST(a_save_behind_a_give_back_keeps_what_it_saved)
 		ASSERT(mapping_backup_wait(&m) == 0);
 		for (uint64_t off = 0; off < size; off += 64 * MiB)
 			ASSERT(m.backup[off] == (uint8_t)(byte + 1) &&
-			       m.backup[off + 64 * MiB - 1] == (uint8_t)(byte + 1));
+			       m.backup[off + 64 * MiB - 1] ==
+				       (uint8_t)(byte + 1));
 		ASSERT(mapping_backup_give_back(&m) == 0);
 	}
 	ASSERT(mapping_backup_wait(&m) == 0);
