@@ -63,12 +63,6 @@ static bool become(gid_t gid)
 	       setuid(65534) == 0;
 }
 
-/* Lets another uid reach the directory and the main socket. */
-static void open_up(void)
-{
-	ASSERT_OK(chmod(integ_daemon.dir, 0755));
-	ASSERT_OK(chmod(integ_daemon.socket, 0666));
-}
 
 TEST(admin_socket_is_0660_with_the_admin_group)
 {
@@ -126,7 +120,7 @@ TEST(non_admin_falls_back_admin_group_member_gets_the_lane)
 	const char *const extra[] = { "--set", "admin_group=4321", NULL };
 
 	integ_start_args(extra);
-	open_up();
+	integ_open_to_all();
 	/* uid 65534 outside the admin group: the socket's mode keeps it
 	 * out, and libvram goes to the main socket instead. */
 	pid_t pid = fork();
@@ -166,7 +160,7 @@ TEST(daemon_refuses_a_non_admin_on_an_opened_up_admin_socket)
 	if (getuid() != 0)
 		SKIP("needs root to act as another uid");
 	integ_start("64M");
-	open_up();
+	integ_open_to_all();
 	/* Someone opened the mode up: the daemon still says no. */
 	ASSERT_OK(chmod(admin_path(), 0666));
 	pid_t pid = fork();

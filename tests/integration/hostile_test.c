@@ -98,12 +98,6 @@ static unsigned count_in(const char *hay, const char *needle)
 	return n;
 }
 
-/* Lets other uids reach the socket: it is the daemon that must refuse. */
-static void socket_open_to_all(void)
-{
-	ASSERT_OK(chmod(integ_daemon.dir, 0755));
-	ASSERT_OK(chmod(integ_daemon.socket, 0666));
-}
 
 /* In a child as uid: connects up to n clients, keeps them, and exits
  * with how many it got once the parent writes to go (so the parent acts
@@ -208,7 +202,7 @@ TEST(one_uid_cannot_lock_out_root)
 	const char *const extra[] = { "--config", conf, NULL };
 	integ_start_args(extra);
 	unlink(conf);
-	socket_open_to_all();
+	integ_open_to_all();
 	int ready, go;
 	pid_t pid = uid_holds_sessions(65534, 16, &ready, &go);
 	uid_holds_wait(ready);
@@ -227,7 +221,7 @@ TEST(sessions_are_capped_per_uid)
 {
 	const char *const extra[] = { "--set", "max_sessions_per_uid=3", NULL };
 	integ_start_args(extra);
-	socket_open_to_all();
+	integ_open_to_all();
 	int r1, g1, r2, g2;
 	pid_t a = uid_holds_sessions(65534, 5, &r1, &g1);
 	uid_holds_wait(r1);
@@ -512,7 +506,7 @@ TEST(quotas_per_uid_and_group)
 		NULL,
 	};
 	integ_start_args(extra);
-	socket_open_to_all();
+	integ_open_to_all();
 	/* Two pools, not three; 10M passes its device quota of 8M. */
 	ASSERT_EQ(quota_child(65534, 65534, "a", 3, 10 * MiB, VRAM_POLICY_DISCARD),
 		  2 | 0x20);

@@ -6,6 +6,7 @@
 #define VRAM_INTEG_H
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -184,6 +185,28 @@ static inline void integ_wait_baseline(vram_client *c, uint32_t fds,
 		"daemon holds %u fds and %llu bytes; baseline %u fds, %llu bytes",
 		st.open_fds, (unsigned long long)st.used_bytes, fds,
 		(unsigned long long)used);
+}
+
+/* Lets other uids reach the daemon's directory and socket: the daemon,
+ * not the file mode, must then refuse what they may not do. */
+static inline void integ_open_to_all(void)
+{
+	ASSERT_OK(chmod(integ_daemon.dir, 0755));
+	ASSERT_OK(chmod(integ_daemon.socket, 0666));
+}
+
+/* Runs fn in a child as uid/gid; returns its exit code (0: passed, else
+ * the step that failed; 250: the child could not become uid/gid). */
+static inline int integ_run_as(uid_t uid, gid_t gid, int (*fn)(void))
+{
+	pid_t pid = fork();
+	ASSERT(pid >= 0);
+	if (pid == 0) {
+		if (setgid(gid) < 0 || setuid(uid) < 0)
+			_exit(250);
+		_exit(fn());
+	}
+	return harness_wait(pid, 20000);
 }
 
 /* A pipe to tell a child when to go on, and to hear it is ready. */

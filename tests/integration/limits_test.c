@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Out of memory on grow and on resume, bad arguments, and permissions. */
-#include <sys/stat.h>
 
 #include "integ.h"
 
@@ -101,9 +100,7 @@ TEST(other_uid_cannot_touch_pools)
 	vram_client *c = integ_connect("root-engine");
 	vram_pool *p = integ_pool(c, "mine", "weights", VRAM_POLICY_DISCARD, 0);
 	ASSERT_OK(vram_pool_reserve(p, 2 * MiB));
-	/* Let the other uid reach the socket: it is the daemon that refuses. */
-	ASSERT_OK(chmod(integ_daemon.dir, 0755));
-	ASSERT_OK(chmod(integ_daemon.socket, 0666));
+	integ_open_to_all();
 	pid_t pid = fork();
 	if (pid == 0) {
 		if (setgid(65534) < 0 || setuid(65534) < 0)

@@ -4,33 +4,11 @@
  * the admin group address another uid's as "UID:NAME", which no pool may
  * be named. Before the scoping, uid B creating "kv" after uid A got
  * EEXIST (names_are_scoped_per_uid failed on vramd 7958052). */
-#include <sys/stat.h>
 
 #include "integ.h"
 
 #define UID_A 65534
 #define UID_B 65533
-
-/* Lets other uids reach the socket: it is the daemon that must refuse. */
-static void names_socket_open_to_all(void)
-{
-	ASSERT_OK(chmod(integ_daemon.dir, 0755));
-	ASSERT_OK(chmod(integ_daemon.socket, 0666));
-}
-
-/* Runs fn in a child as uid/gid; returns its exit code (0: passed, else
- * the step that failed). */
-static int names_as(uid_t uid, gid_t gid, int (*fn)(void))
-{
-	pid_t pid = fork();
-	ASSERT(pid >= 0);
-	if (pid == 0) {
-		if (setgid(gid) < 0 || setuid(uid) < 0)
-			_exit(250);
-		_exit(fn());
-	}
-	return harness_wait(pid, 20000);
-}
 
 static int names_create(vram_client *c, const char *name, vram_pool **p)
 {
@@ -139,11 +117,11 @@ TEST(names_are_scoped_per_uid)
 	if (getuid() != 0)
 		SKIP("needs root to act as other uids");
 	integ_start("64M");
-	names_socket_open_to_all();
-	ASSERT_EQ(names_as(UID_A, UID_A, names_make_kv), 0);
+	integ_open_to_all();
+	ASSERT_EQ(integ_run_as(UID_A, UID_A, names_make_kv), 0);
 	/* Failed before the scoping: EEXIST (2). */
-	ASSERT_EQ(names_as(UID_B, UID_B, names_make_kv), 0);
-	ASSERT_EQ(names_as(UID_B, UID_B, names_b_view), 0);
+	ASSERT_EQ(integ_run_as(UID_B, UID_B, names_make_kv), 0);
+	ASSERT_EQ(integ_run_as(UID_B, UID_B, names_b_view), 0);
 
 	/* Root sees both, and addresses each as UID:NAME. */
 	vram_client *c = integ_connect("admin");
@@ -223,9 +201,9 @@ TEST(admin_group_sees_every_uid)
 		SKIP("needs root to act as other uids");
 	const char *const extra[] = { "--set", "admin_group=65530", NULL };
 	integ_start_args(extra);
-	names_socket_open_to_all();
-	ASSERT_EQ(names_as(UID_A, UID_A, names_make_kv), 0);
-	ASSERT_EQ(names_as(65531, 65530, names_admin_view), 0);
+	integ_open_to_all();
+	ASSERT_EQ(integ_run_as(UID_A, UID_A, names_make_kv), 0);
+	ASSERT_EQ(integ_run_as(65531, 65530, names_admin_view), 0);
 	vram_client *c = integ_connect("cleanup");
 	char a[32];
 	snprintf(a, sizeof(a), "%u:kv", UID_A);
@@ -243,9 +221,9 @@ TEST(scoped_names_come_back_after_a_restart)
 	const char *const extra[] = { "--host-capacity", "64M",
 				      "--reattach-grace-ms", "60000", NULL };
 	ASSERT_OK(harness_daemon_start_store(&integ_daemon, extra, 4096));
-	names_socket_open_to_all();
-	ASSERT_EQ(names_as(UID_A, UID_A, names_make_kv), 0);
-	ASSERT_EQ(names_as(UID_B, UID_B, names_make_kv), 0);
+	integ_open_to_all();
+	ASSERT_EQ(integ_run_as(UID_A, UID_A, names_make_kv), 0);
+	ASSERT_EQ(integ_run_as(UID_B, UID_B, names_make_kv), 0);
 	ASSERT_OK(harness_daemon_kill(&integ_daemon, SIGTERM));
 	ASSERT_EQ(harness_daemon_wait(&integ_daemon, 10000), 0);
 	ASSERT_OK(harness_daemon_restart(&integ_daemon, NULL));
@@ -262,7 +240,7 @@ TEST(scoped_names_come_back_after_a_restart)
 	ASSERT_EQ(names_count(c, b, &uid), 1);
 	ASSERT_EQ(uid, UID_B);
 	/* And uid B still finds its own by the plain name. */
-	ASSERT_EQ(names_as(UID_B, UID_B, names_make_kv), 2);
+	ASSERT_EQ(integ_run_as(UID_B, UID_B, names_make_kv), 2);
 	ASSERT_OK(vram_pool_drop(c, a));
 	ASSERT_OK(vram_pool_drop(c, b));
 	integ_wait_baseline(c, integ_stats(c).open_fds, 0);

@@ -3,7 +3,6 @@
  * own limits and what its pools hold (and its group's when a rule names
  * it); root sees every uid and group with a rule or pools. */
 #include <stdio.h>
-#include <sys/stat.h>
 
 #include "integ.h"
 
@@ -115,18 +114,6 @@ static int quota_child_b(void)
 	return 0;
 }
 
-static int quota_as(uid_t uid, gid_t gid, int (*fn)(void))
-{
-	pid_t pid = fork();
-	ASSERT(pid >= 0);
-	if (pid == 0) {
-		if (setgid(gid) < 0 || setuid(uid) < 0)
-			_exit(250);
-		_exit(fn());
-	}
-	return harness_wait(pid, 20000);
-}
-
 TEST(status_reports_quotas_and_usage)
 {
 	if (getuid() != 0)
@@ -138,10 +125,9 @@ TEST(status_reports_quotas_and_usage)
 		NULL,
 	};
 	integ_start_args(extra);
-	ASSERT_OK(chmod(integ_daemon.dir, 0755));
-	ASSERT_OK(chmod(integ_daemon.socket, 0666));
-	ASSERT_EQ(quota_as(UID_A, UID_A, quota_child_a), 0);
-	ASSERT_EQ(quota_as(UID_B, GID_G, quota_child_b), 0);
+	integ_open_to_all();
+	ASSERT_EQ(integ_run_as(UID_A, UID_A, quota_child_a), 0);
+	ASSERT_EQ(integ_run_as(UID_B, GID_G, quota_child_b), 0);
 
 	/* Root: its own entry first (exempt), then every uid and group
 	 * with a rule or pools. */
