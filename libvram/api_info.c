@@ -23,6 +23,37 @@ static void *entry_at(void *base, size_t stride, size_t i)
 	return (char *)base + i * stride;
 }
 
+/* The answer's body of the kinds inspection asks for; NULL for others. */
+static const void *info_body(const Vram__Response *resp)
+{
+	switch (resp->body_case) {
+	case VRAM__RESPONSE__BODY_LIST:
+		return resp->list;
+	case VRAM__RESPONSE__BODY_STATS:
+		return resp->stats;
+	case VRAM__RESPONSE__BODY_AUDIT:
+		return resp->audit;
+	default:
+		return NULL;
+	}
+}
+
+/* Runs req on c (entered) and checks that vramd answered with a body of
+ * kind want: 0 with the answer in call, or -errno (EPROTO naming what was
+ * asked). */
+static int info_ask(vram_client *c, Vram__Request *req, struct call *call,
+		    Vram__Response__BodyCase want, const char *what)
+{
+	int r = call_run(c, req, call, -1);
+	if (r < 0)
+		return r;
+	const Vram__Response *resp = call->msg->response;
+	if (resp->body_case != want || !info_body(resp))
+		return error_set(EPROTO,
+				 "vramd answered %s with something else", what);
+	return 0;
+}
+
 void vram_pool_info_free(struct vram_pool_info *infos, size_t n)
 {
 	if (!infos)
@@ -118,16 +149,11 @@ int vram_list(vram_client *c, const struct vram_selector *in, size_t entry_size,
 	/* A listing spans frames: ask for the next page until the daemon
 	 * says it is complete (more_after_id 0). */
 	for (;;) {
-		r = call_run(c, &req, &call, -1);
+		r = info_ask(c, &req, &call, VRAM__RESPONSE__BODY_LIST,
+			     "a list");
 		if (r < 0)
 			goto fail;
-		const Vram__Response *resp = call.msg->response;
-		if (resp->body_case != VRAM__RESPONSE__BODY_LIST || !resp->list) {
-			r = error_set(EPROTO,
-				      "vramd answered a list with something else");
-			goto fail;
-		}
-		const Vram__ListReply *lr = resp->list;
+		const Vram__ListReply *lr = call.msg->response->list;
 		if (lr->more_after_id && lr->more_after_id <= list.after_id) {
 			r = error_set(EPROTO, "vramd's listing went backwards");
 			goto fail;
@@ -211,16 +237,10 @@ int vram_stats(vram_client *c, struct vram_stats *user)
 		return error_finish(eg, r);
 	req.body_case = VRAM__REQUEST__BODY_STATS;
 	req.stats = &st;
-	r = call_run(c, &req, &call, -1);
+	r = info_ask(c, &req, &call, VRAM__RESPONSE__BODY_STATS, "stats");
 	if (r < 0)
 		goto out;
-	const Vram__Response *resp = call.msg->response;
-	if (resp->body_case != VRAM__RESPONSE__BODY_STATS || !resp->stats) {
-		r = error_set(EPROTO,
-			      "vramd answered stats with something else");
-		goto out;
-	}
-	const Vram__StatsReply *s = resp->stats;
+	const Vram__StatsReply *s = call.msg->response->stats;
 	copy_str(out->backend, sizeof(out->backend), s->backend);
 	copy_str(out->daemon_version, sizeof(out->daemon_version),
 		 s->daemon_version);
@@ -275,16 +295,10 @@ int vram_audit(vram_client *c, size_t entry_size,
 		return error_finish(eg, r);
 	req.body_case = VRAM__REQUEST__BODY_AUDIT;
 	req.audit = &au;
-	r = call_run(c, &req, &call, -1);
+	r = info_ask(c, &req, &call, VRAM__RESPONSE__BODY_AUDIT, "audit");
 	if (r < 0)
 		goto out;
-	const Vram__Response *resp = call.msg->response;
-	if (resp->body_case != VRAM__RESPONSE__BODY_AUDIT || !resp->audit) {
-		r = error_set(EPROTO,
-			      "vramd answered audit with something else");
-		goto out;
-	}
-	const Vram__AuditReply *a = resp->audit;
+	const Vram__AuditReply *a = call.msg->response->audit;
 	char *u = calloc(a->n_processes + 1, entry_size);
 	if (!u) {
 		r = error_set(ENOMEM, "out of memory");
@@ -383,17 +397,10 @@ int vram_quotas(vram_client *c, size_t entry_size, struct vram_quota **out,
 	/* The quotas come with the daemon's stats (StatsReply.quotas). */
 	req.body_case = VRAM__REQUEST__BODY_STATS;
 	req.stats = &st;
-	r = call_run(c, &req, &call, -1);
-	if (r < 0)
-		goto out;
-	const Vram__Response *resp = call.msg->response;
-	if (resp->body_case != VRAM__RESPONSE__BODY_STATS || !resp->stats) {
-		r = error_set(EPROTO,
-			      "vramd answered stats with something else");
-		goto out;
-	}
-	r = quotas_convert(resp->stats, entry_size, out, n);
-out:
+	r = info_ask(c, &req, &call, VRAM__RESPONSE__BODY_STATS, "stats");
+	if (r == 0)
+		r = quotas_convert(call.msg->response->stats, entry_size, out,
+				   n);
 	call_release(&call);
 	registry_client_leave(c);
 	return error_finish(eg, r);
