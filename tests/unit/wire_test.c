@@ -660,6 +660,56 @@ TEST(tx_free_closes_fds)
 
 /* A peer that does not read: the queue keeps what the socket refuses and
  * sends the rest later, each byte once, each frame's fds once. */
+/* Frame i of the partial-write cases: len bytes of i ^ (k * 31). */
+static void frame_fill(uint8_t *payload, int i, size_t len)
+{
+	for (size_t k = 0; k < len; k++)
+		payload[k] = (uint8_t)(i ^ (k * 31));
+}
+
+/* Reads the next frame from sv[1] into f, flushing tx to sv[0] whenever
+ * the socket is empty. Returns the flushes that wrote less than the queue
+ * (a partial write left for later). */
+static int frame_receive(struct wire_rx *rx, struct wire_frame *f,
+			 struct wire_tx *tx, const int sv[2])
+{
+	int partial = 0;
+
+	for (;;) {
+		int r = wire_rx_next(rx, f);
+		ASSERT_GE(r, 0);
+		if (r == 1)
+			return partial;
+		r = wire_rx_read(rx, sv[1]);
+		if (r == -EAGAIN) {
+			r = wire_tx_flush(tx, sv[0]);
+			ASSERT_GE(r, 0);
+			partial += r == 0;
+			continue;
+		}
+		ASSERT_GT(r, 0);
+	}
+}
+
+/* Checks frame i as frame_fill made it, and (with_fd) its one fd, a memfd
+ * that reads "fd of frame i". */
+static void frame_check(const struct wire_frame *f, int i, size_t len,
+			bool with_fd)
+{
+	char text[32], buf[32] = { 0 };
+
+	ASSERT_UEQ(f->len, len);
+	for (size_t k = 0; k < len; k++)
+		if (f->payload[k] != (uint8_t)(i ^ (k * 31)))
+			TEST_FAIL("frame %d byte %zu differs", i, k);
+	ASSERT_EQ(f->nfds, with_fd ? 1 : 0);
+	if (with_fd) {
+		snprintf(text, sizeof(text), "fd of frame %d", i);
+		ASSERT_GT(pread(f->fds[0], buf, sizeof(buf) - 1, 0), 0);
+		ASSERT_STREQ(buf, text);
+	}
+}
+
 TEST(tx_partial_writes)
 {
 	enum { N = 64 };
@@ -679,8 +729,7 @@ TEST(tx_partial_writes)
 	base = fd_count();
 	for (int i = 0; i < N; i++) {
 		size_t len = 3000 + (size_t)i * 157;
-		for (size_t k = 0; k < len; k++)
-			payload[k] = (uint8_t)(i ^ (k * 31));
+		frame_fill(payload, i, len);
 		snprintf(text, sizeof(text), "fd of frame %d", i);
 		int mfd = memfd_with(text);
 		ASSERT_OK(wire_tx_queue(&tx, payload, len, &mfd,
@@ -692,32 +741,8 @@ TEST(tx_partial_writes)
 	ASSERT_GT(tx.bytes, 0);
 
 	for (int i = 0; i < N; i++) {
-		size_t len = 3000 + (size_t)i * 157;
-		for (;;) {
-			int r = wire_rx_next(&rx, &f);
-			ASSERT_GE(r, 0);
-			if (r == 1)
-				break;
-			r = wire_rx_read(&rx, sv[1]);
-			if (r == -EAGAIN) {
-				r = wire_tx_flush(&tx, sv[0]);
-				ASSERT_GE(r, 0);
-				partial += r == 0;
-				continue;
-			}
-			ASSERT_GT(r, 0);
-		}
-		ASSERT_UEQ(f.len, len);
-		for (size_t k = 0; k < len; k++)
-			if (f.payload[k] != (uint8_t)(i ^ (k * 31)))
-				TEST_FAIL("frame %d byte %zu differs", i, k);
-		ASSERT_EQ(f.nfds, i % 4 == 0 ? 1 : 0);
-		if (f.nfds) {
-			char buf[32] = { 0 };
-			snprintf(text, sizeof(text), "fd of frame %d", i);
-			ASSERT_GT(pread(f.fds[0], buf, sizeof(buf) - 1, 0), 0);
-			ASSERT_STREQ(buf, text);
-		}
+		partial += frame_receive(&rx, &f, &tx, sv);
+		frame_check(&f, i, 3000 + (size_t)i * 157, i % 4 == 0);
 		wire_frame_clear(&f);
 	}
 	ASSERT_GT(partial, 0);
@@ -812,8 +837,7 @@ TEST(tx_send_direct_then_queued)
 	ASSERT(tx.head == NULL);
 	for (int i = 0; i < N; i++) {
 		size_t len = 2000 + (size_t)i * 157;
-		for (size_t k = 0; k < len; k++)
-			payload[k] = (uint8_t)(i ^ (k * 31));
+		frame_fill(payload, i, len);
 		snprintf(text, sizeof(text), "fd of frame %d", i);
 		int mfd = memfd_with(text);
 		bool was_empty = tx.head == NULL;
@@ -831,30 +855,8 @@ TEST(tx_send_direct_then_queued)
 	ASSERT(tx.head != NULL);
 
 	for (int i = 0; i < N; i++) {
-		size_t len = 2000 + (size_t)i * 157;
-		for (;;) {
-			int r = wire_rx_next(&rx, &f);
-			ASSERT_GE(r, 0);
-			if (r == 1)
-				break;
-			r = wire_rx_read(&rx, sv[1]);
-			if (r == -EAGAIN) {
-				ASSERT_GE(wire_tx_flush(&tx, sv[0]), 0);
-				continue;
-			}
-			ASSERT_GT(r, 0);
-		}
-		ASSERT_UEQ(f.len, len);
-		for (size_t k = 0; k < len; k++)
-			if (f.payload[k] != (uint8_t)(i ^ (k * 31)))
-				TEST_FAIL("frame %d byte %zu differs", i, k);
-		ASSERT_EQ(f.nfds, i % 3 == 0 ? 1 : 0);
-		if (f.nfds) {
-			char buf[32] = { 0 };
-			snprintf(text, sizeof(text), "fd of frame %d", i);
-			ASSERT_GT(pread(f.fds[0], buf, sizeof(buf) - 1, 0), 0);
-			ASSERT_STREQ(buf, text);
-		}
+		frame_receive(&rx, &f, &tx, sv);
+		frame_check(&f, i, 2000 + (size_t)i * 157, i % 3 == 0);
 		wire_frame_clear(&f);
 	}
 	ASSERT_EQ(wire_tx_flush(&tx, sv[0]), 1);
