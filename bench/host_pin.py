@@ -91,11 +91,31 @@ def timed(fn):
     return (time.perf_counter() - t0) * 1e3
 
 
+def memfd_map(size):
+    """A memfd of size bytes mapped shared, as libvram maps a backup:
+    (fd, address)."""
+    fd = check_libc(libc.memfd_create(b"host_pin", MFD_CLOEXEC), "memfd_create")
+    os.ftruncate(fd, size)
+    return fd, check_libc(libc.mmap(None, size, PROT_RW, MAP_SHARED, fd, 0), "mmap")
+
+
+def memfd_give_back(fd, addr, size):
+    """Punches the memfd's pages (as a give-back does), then unmaps and
+    closes it; returns the punch's ms."""
+    t = timed(lambda: libc.madvise(ctypes.c_void_p(addr), size, MADV_REMOVE))
+    libc.munmap(ctypes.c_void_p(addr), size)
+    os.close(fd)
+    return t
+
+
+def unregister(cu, addr, offs):
+    """Unpins the slices registered at addr + each of offs; the ms."""
+    return timed(lambda: [cu.ok("cuMemHostUnregister", ctypes.c_void_p(addr + off)) for off in offs])
+
+
 def case_mapped(cu, size, kind, threads, slice_mib, huge):
     if kind == "memfd":
-        fd = check_libc(libc.memfd_create(b"host_pin", MFD_CLOEXEC), "memfd_create")
-        os.ftruncate(fd, size)
-        addr = check_libc(libc.mmap(None, size, PROT_RW, MAP_SHARED, fd, 0), "mmap")
+        fd, addr = memfd_map(size)
     else:
         fd = -1
         addr = check_libc(libc.mmap(None, size, PROT_RW, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0), "mmap")
@@ -108,16 +128,10 @@ def case_mapped(cu, size, kind, threads, slice_mib, huge):
         for off in range(0, size, sl):
             cu.ok("cuMemHostRegister_v2", ctypes.c_void_p(addr + off), ctypes.c_size_t(min(sl, size - off)), 1)
 
-    def unreg():
-        for off in range(0, size, sl):
-            cu.ok("cuMemHostUnregister", ctypes.c_void_p(addr + off))
-
     t_reg = timed(reg)
-    t_unreg = timed(unreg)
+    t_unreg = unregister(cu, addr, range(0, size, sl))
     if kind == "memfd":
-        t_free = timed(lambda: libc.madvise(ctypes.c_void_p(addr), size, MADV_REMOVE))
-        libc.munmap(ctypes.c_void_p(addr), size)
-        os.close(fd)
+        t_free = memfd_give_back(fd, addr, size)
     else:
         t_free = timed(lambda: libc.munmap(ctypes.c_void_p(addr), size))
     return t_pop, t_reg, t_unreg, t_free
@@ -128,9 +142,7 @@ def case_overlap(cu, size, threads, slice_mib, reg_threads):
     overlapped: one thread pins each slice as soon as it is faulted in
     (reg_threads 1), or reg_threads pin threads take slices as they come.
     Returns the total time, then the unpin and punch, ms."""
-    fd = check_libc(libc.memfd_create(b"host_pin", MFD_CLOEXEC), "memfd_create")
-    os.ftruncate(fd, size)
-    addr = check_libc(libc.mmap(None, size, PROT_RW, MAP_SHARED, fd, 0), "mmap")
+    fd, addr = memfd_map(size)
     sl = slice_mib * MiB
     offs = list(range(0, size, sl))
     ready = threading.Semaphore(0)
@@ -166,11 +178,8 @@ def case_overlap(cu, size, threads, slice_mib, reg_threads):
     t_all = timed(run)
     if errs:
         raise errs[0]
-    t_unreg = timed(lambda: [cu.ok("cuMemHostUnregister", ctypes.c_void_p(addr + off)) for off in offs])
-    t_free = timed(lambda: libc.madvise(ctypes.c_void_p(addr), size, MADV_REMOVE))
-    libc.munmap(ctypes.c_void_p(addr), size)
-    os.close(fd)
-    return t_all, t_unreg, t_free
+    t_unreg = unregister(cu, addr, offs)
+    return t_all, t_unreg, memfd_give_back(fd, addr, size)
 
 
 def case_hostalloc(cu, size, piece):
