@@ -11,6 +11,7 @@
 
 #include "log.h"
 #include "mapping.h"
+#include "populate.h"
 
 int mapping_descs_from_wire(Vram__Chunk *const *chunks, size_t n,
 			    const struct wire_frame *f,
@@ -191,15 +192,75 @@ static int mapping_register_slice(struct mapping *m, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/* A copy that runs behind the registration (mapping_copy): the spans
+ * of the mapped chunks, in offset order, and how far they are copied. */
+struct mapping_copying {
+	int to_host;
+	struct vmm_span *spans, *part;
+	size_t n, i;   /* spans[i] is the next one to copy */
+	uint64_t into; /* bytes of spans[i] copied */
+	int r;
+};
+
+/* Copies what is left of the spans below upto (an offset in the backup),
+ * in one vmm call, once a give-back's punch has passed it. */
+static void mapping_copy_upto(struct mapping *m, struct mapping_copying *cp,
+			      uint64_t upto)
+{
+	size_t k = 0;
+
+	if (!cp || cp->r < 0 || cp->i == cp->n)
+		return;
+	mapping_backup_wait_upto(m, upto);
+	while (cp->i < cp->n) {
+		const struct vmm_span *s = &cp->spans[cp->i];
+		uint64_t s_off = (uint64_t)((uint8_t *)s->host - m->backup);
+		if (s_off + cp->into >= upto)
+			break;
+		uint64_t len = s->len - cp->into;
+		if (len > upto - s_off - cp->into)
+			len = upto - s_off - cp->into;
+		cp->part[k].dev = s->dev + cp->into;
+		cp->part[k].host = (uint8_t *)s->host + cp->into;
+		cp->part[k].len = len;
+		k++;
+		cp->into += len;
+		if (cp->into == s->len) {
+			cp->i++;
+			cp->into = 0;
+		}
+	}
+	if (k == 0)
+		return;
+	mapping_gate_enter();
+	cp->r = m->vmm->ops->copy(m->vmm, m->dev, cp->to_host, cp->part, k);
+	mapping_gate_leave();
+}
+
+/* A populating thread's wait before it faults in a slice. */
+static void mapping_populate_before(void *arg, uint64_t end)
+{
+	mapping_backup_wait_upto(arg, end);
+}
+
 /* Registers the part of the backup that covers the layout and is not yet
- * registered, in slices. A failure only costs copy speed, so it is
- * logged, not returned. */
-static void mapping_register(struct mapping *m)
+ * registered, in slices, with threads faulting the pages in ahead where
+ * the backend pins (a backup given back has none, and the pin faults
+ * them in one by one at ~2 GB/s), and,
+ * given cp, copies each slice once it is registered: the copy of one
+ * slice runs while the next is faulted in and pinned. A failed pin only
+ * costs copy speed, so it is logged, not returned; the copy goes on. */
+static void mapping_register(struct mapping *m, struct mapping_copying *cp)
 {
 	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
+	struct populate_ahead *pa = NULL;
 
 	if (!m->backup || m->readonly || !m->backup_pin || end <= m->registered)
-		return;
+		goto copy;
+	if (m->vmm->ops->host_pins)
+		populate_ahead_start(&pa, m->backup, m->registered, end,
+				     MAPPING_PIN_SLICE, mapping_populate_before,
+				     m);
 	for (size_t i = 0; i < m->n_chunks && m->registered < end; i++) {
 		const struct mapping_chunk *c = &m->chunks[i];
 		uint64_t c_end = c->offset + c->size;
@@ -212,12 +273,18 @@ static void mapping_register(struct mapping *m)
 			if (len > c_end - off)
 				len = c_end - off;
 			/* A give-back under way: only this slice must be
-			 * behind its punch (it fills the slices after). */
+			 * behind its punch (the threads fill the next). */
 			mapping_backup_wait_upto(m, off + len);
+			populate_ahead_wait(pa, off + len);
 			if (mapping_register_slice(m, off, len) < 0)
-				return;
+				goto done;
+			mapping_copy_upto(m, cp, m->registered);
 		}
 	}
+done:
+	populate_ahead_finish(pa);
+copy:
+	mapping_copy_upto(m, cp, UINT64_MAX);
 }
 
 static int chunks_reserve(struct mapping *m, size_t n)
@@ -326,7 +393,7 @@ int mapping_append(struct mapping *m, const struct mapping_desc *d, size_t n,
 	for (size_t i = 0; i < n; i++)
 		m->size += d[i].size;
 	if (map && m->backup_retain)
-		mapping_register(m);
+		mapping_register(m, NULL);
 	return 0;
 }
 
@@ -355,7 +422,7 @@ int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n)
 	for (size_t i = 0; i < n; i++)
 		m->size += d[i].size;
 	if (m->backup_retain)
-		mapping_register(m);
+		mapping_register(m, NULL);
 	return 0;
 }
 
@@ -451,7 +518,7 @@ static int mapping_copy(struct mapping *m, int to_host)
 		return -ENODEV;
 	if (m->n_chunks == 0)
 		return 0;
-	struct vmm_span *spans = calloc(m->n_chunks, sizeof(*spans));
+	struct vmm_span *spans = calloc(2 * m->n_chunks, sizeof(*spans));
 	if (!spans)
 		return -ENOMEM;
 	for (size_t i = 0; i < m->n_chunks; i++) {
@@ -467,22 +534,24 @@ static int mapping_copy(struct mapping *m, int to_host)
 		spans[n].len = c->size;
 		n++;
 	}
-	/* A backup that is not retained is pinned only now, so that its
-	 * pages can go back after the restore (mapping_backup_unpin); behind
-	 * a give-back still punching the pages, slice by slice, and the copy
-	 * only once the punch has passed all it touches. */
-	mapping_register(m);
-	mapping_backup_wait_upto(m, m->size);
 	if (to_host && m->backup_fd >= 0 && n) {
+		mapping_backup_wait_upto(m, m->size);
 		r = mapping_save_file(m, spans, n);
 		free(spans);
 		return r;
 	}
-	/* Entered only once this mapping's give-back is past its unpins
-	 * (it punches after them), which wait for the gate. */
-	mapping_gate_enter();
-	r = n ? m->vmm->ops->copy(m->vmm, m->dev, to_host, spans, n) : 0;
-	mapping_gate_leave();
+	/* A backup that is not retained is pinned only now, so that its
+	 * pages can go back after the restore (mapping_backup_unpin): slice
+	 * by slice behind a give-back still punching them, each copied once
+	 * pinned. The copies are entered only once this mapping's give-back
+	 * is past its unpins (it punches after them), which wait for the
+	 * gate. */
+	struct mapping_copying cp = { .to_host = to_host,
+				      .spans = spans,
+				      .part = spans + m->n_chunks,
+				      .n = n };
+	mapping_register(m, &cp);
+	r = cp.r;
 	free(spans);
 	/* A disk backup is on disk when the save is acked: the daemon then
 	 * drops its clean pages from the page cache. */

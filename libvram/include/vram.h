@@ -13,8 +13,13 @@
  *   vram_client_close() may run before or after the pools it made are
  *   closed, and at exit (libvram closes what is left from an atexit handler
  *   and from its destructor, in a safe order).
- * - Nothing is printed unless a log handler is installed.
- * - No thread is started unless vram_client_start_thread() is called.
+ * - Nothing is printed unless a log handler is installed, or VRAM_LOG
+ *   is set (below, vram_set_log_handler).
+ * - No thread that outlives a call is started unless
+ *   vram_client_start_thread() is called, but for one: a host backup
+ *   given back on resume is unpinned and punched on a thread of its own
+ *   (it ends when that is done). Saving a host backup that has no pages
+ *   faults them in from short-lived threads within the call.
  * - Thread safety: a client and its pools may be used from several threads.
  * - fork(): a child cannot use the clients and pools it inherits (they are
  *   the parent's session): calls on them return -EPIPE, closing them is a
@@ -97,7 +102,12 @@ typedef void (*vram_log_fn)(enum vram_log_level level, const char *msg,
  * must not call libvram functions, except these, which take no lock:
  * vram_last_error(), vram_set_log_handler() (to remove itself, say),
  * vram_version(), vram_version_number(), vram_state_name() and
- * vram_policy_name(). Any other call may deadlock. */
+ * vram_policy_name(). Any other call may deadlock.
+ *
+ * With no handler installed, the environment variable VRAM_LOG ("error",
+ * "warn", "info" or "debug", read at the first message) prints messages
+ * up to that level to stderr as "libvram: LEVEL: message": the debug
+ * level has each pool's map, restore, give-back and save times. */
 void vram_set_log_handler(vram_log_fn fn, enum vram_log_level max_level,
 			  void *userdata);
 

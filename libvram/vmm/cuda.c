@@ -44,7 +44,6 @@
 #include "cuda_driver.h"
 #include "error.h"
 #include "host_regs.h"
-#include "populate.h"
 #include "log.h"
 #include "vmm.h"
 
@@ -361,10 +360,8 @@ static int cuda_host_register(struct vmm *v, void *host, size_t len)
 	r = vc_enter(vc, vc_any_device(vc));
 	if (r < 0)
 		return r;
-	/* Pages not there yet (a backup given back since its last pin) are
-	 * faulted in from several threads first: the pin would fault them
-	 * in one by one. */
-	populate_range(host, len);
+	/* The caller has faulted the pages in (mapping.c, from several
+	 * threads): the pin would fault them in one by one. */
 	/* Portable: usable from every context, whichever device copies. */
 	cr = vc->cu.cuMemHostRegister(host, len, CU_MEMHOSTREGISTER_PORTABLE);
 	if (cr == CUDA_SUCCESS) {
@@ -555,6 +552,7 @@ static const struct vmm_ops cuda_vmm_ops = {
 	.unmap = cuda_unmap,
 	.sync = cuda_sync,
 	.host_register = cuda_host_register,
+	.host_pins = true,
 	.host_unregister = cuda_host_unregister,
 	.copy = cuda_copy,
 	.local_device = cuda_local_device,

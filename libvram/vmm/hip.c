@@ -64,7 +64,6 @@
 #include "hip_api.h"
 #include "hip.h"
 #include "host_regs.h"
-#include "populate.h"
 #include "log.h"
 #include "vmm.h"
 
@@ -836,9 +835,7 @@ static int hip_host_register(struct vmm *v, void *host, size_t len)
 
 	if (r < 0)
 		return r;
-	/* Pages not there yet are faulted in from several threads first
-	 * (see cuda_host_register). */
-	populate_range(host, len);
+	/* The caller has faulted the pages in (see cuda_host_register). */
 	/* Portable: usable whichever device copies. */
 	e = vh->api.hipHostRegister(host, len, hipHostRegisterPortable);
 	if (e != hipSuccess)
@@ -990,6 +987,7 @@ static const struct vmm_ops hip_vmm_ops = {
 	.unmap = hip_unmap,
 	.sync = hip_sync,
 	.host_register = hip_host_register,
+	.host_pins = true,
 	.host_unregister = hip_host_unregister,
 	.copy = hip_copy,
 	.local_device = hip_local_device,

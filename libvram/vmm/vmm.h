@@ -9,6 +9,7 @@
 #define VRAM_VMM_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 /* One contiguous piece of a copy between device memory and host memory. */
@@ -45,6 +46,9 @@ struct vmm_ops {
 	 * unregister undoes it. Both may be no-ops. */
 	int (*host_register)(struct vmm *v, void *host, size_t len);
 	int (*host_unregister)(struct vmm *v, void *host, size_t len);
+	/* host_register pins the pages (faulting in those not there one by
+	 * one): mapping.c faults them in first, from several threads. */
+	bool host_pins;
 	/* Copies every span (to_host: device to host, else host to device),
 	 * overlapping them as the device allows, and returns when all are
 	 * done. */

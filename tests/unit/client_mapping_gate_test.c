@@ -8,6 +8,7 @@
  * way then. */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -24,7 +25,33 @@ static struct {
 	atomic_int
 		map_gate_fd; /* read end the blocking map waits on, -1: none */
 	atomic_int registers, unregisters, unregisters_in_map;
+	/* The save's order: 'r' per register, 'c' per copy, when logging. */
+	atomic_int logging;
+	char events[64];
+	atomic_int n_events;
+	/* Registers of a range some page of which was not resident. */
+	atomic_int registers_unpopulated;
 } rec;
+
+static void rec_event(char e)
+{
+	int i = atomic_fetch_add(&rec.n_events, 1);
+	if (i < (int)sizeof(rec.events) - 1)
+		rec.events[i] = e;
+}
+
+/* Whether every page of [p, p + len) is in memory. */
+static int range_resident(void *p, size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t n = (len + (size_t)page - 1) / (size_t)page;
+	unsigned char *vec = malloc(n);
+	int all = vec && mincore(p, len, vec) == 0;
+	for (size_t i = 0; all && i < n; i++)
+		all = vec[i] & 1;
+	free(vec);
+	return all;
+}
 
 static int fake_reserve(struct vmm *v, unsigned dev, uint64_t size,
 			uint64_t align, uintptr_t *addr)
@@ -67,8 +94,12 @@ static int fake_unmap(struct vmm *v, unsigned dev, uintptr_t addr,
 
 static int fake_register(struct vmm *v, void *host, size_t len)
 {
-	(void)v, (void)host, (void)len;
+	(void)v;
 	atomic_fetch_add(&rec.registers, 1);
+	if (!range_resident(host, len))
+		atomic_fetch_add(&rec.registers_unpopulated, 1);
+	if (atomic_load(&rec.logging))
+		rec_event('r');
 	return 0;
 }
 
@@ -87,6 +118,8 @@ static int fake_copy(struct vmm *v, unsigned dev, int to_host,
 		     const struct vmm_span *spans, size_t n)
 {
 	(void)v, (void)dev;
+	if (atomic_load(&rec.logging))
+		rec_event('c');
 	for (size_t i = 0; i < n; i++) {
 		if (to_host)
 			memcpy(spans[i].host, (void *)spans[i].dev,
@@ -106,6 +139,7 @@ static const struct vmm_ops fake_ops = {
 	.unmap = fake_unmap,
 	.host_register = fake_register,
 	.host_unregister = fake_unregister,
+	.host_pins = true,
 	.copy = fake_copy,
 };
 
@@ -226,4 +260,57 @@ TEST(a_save_behind_a_give_back_keeps_what_it_saved)
 	}
 	ASSERT(mapping_backup_wait(&m) == 0);
 	mapping_release(&m);
+}
+
+/* A save of a backup that was given back faults its pages in ahead of
+ * the pins (threads: a pin alone faults them one by one) and copies each
+ * slice as soon as it is pinned, so the copy of one slice runs while the
+ * next is faulted in and pinned: registers and copies alternate. */
+TEST(a_save_pins_populated_slices_and_copies_each_behind_its_pin)
+{
+	const uint64_t size = 1024 * MiB; /* four pin slices */
+	struct vmm v = { .ops = &fake_ops };
+	struct mapping m;
+
+	atomic_store(&rec.map_gate_fd, -1);
+	setenv("VRAM_POPULATE_THREADS", "3", 1);
+	mapping_init(&m, &v, 0, 0);
+	ASSERT(mapping_reserve(&m, size, 2 * MiB) == 0);
+	int fd = memfd_create("pipeline-save", MFD_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, (off_t)size) == 0);
+	m.backup_pin = 1;
+	ASSERT(mapping_backup_map(&m, fd) == 0);
+	close(fd);
+	/* Two chunks, one of a slice and a half: slices start at each. */
+	struct mapping_desc d[2] = { { 0, 384 * MiB, -1 },
+				     { 384 * MiB, 640 * MiB, -1 } };
+	ASSERT(mapping_append(&m, d, 2, 1) == 0);
+	uint8_t *dev = (uint8_t *)m.base;
+
+	for (int cycle = 0; cycle < 2; cycle++) {
+		uint8_t byte = (uint8_t)(0x21 + cycle);
+		memset(dev, byte, size);
+		atomic_store(&rec.registers_unpopulated, 0);
+		atomic_store(&rec.n_events, 0);
+		memset(rec.events, 0, sizeof(rec.events));
+		atomic_store(&rec.logging, 1);
+		ASSERT(mapping_save(&m) == 0);
+		atomic_store(&rec.logging, 0);
+		/* Slices: [0,256) [256,384) [384,640) [640,896) [896,1024). */
+		ASSERT_STREQ(rec.events, "rcrcrcrcrc");
+		ASSERT(atomic_load(&rec.registers_unpopulated) == 0);
+		for (uint64_t off = 0; off < size; off += 64 * MiB)
+			ASSERT(m.backup[off] == byte &&
+			       m.backup[off + 64 * MiB - 1] == byte);
+		memset(dev, 0, size);
+		ASSERT(mapping_restore(&m) == 0);
+		ASSERT(dev[0] == byte && dev[size - 1] == byte);
+		/* Given back: the next cycle's save finds no page. */
+		ASSERT(mapping_backup_give_back(&m) == 0);
+		ASSERT(mapping_backup_wait(&m) == 0);
+		ASSERT(!range_resident(m.backup, 2 * MiB));
+	}
+	mapping_release(&m);
+	unsetenv("VRAM_POPULATE_THREADS");
 }
