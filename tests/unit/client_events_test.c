@@ -728,6 +728,46 @@ TEST(log_handler_gets_messages_only_when_installed)
 	ASSERT_STREQ(vram_state_name((enum vram_state)9), "unknown");
 }
 
+/* VRAM_LOG prints to stderr while no handler is installed (read at the
+ * first message: each case runs in a process of its own). */
+TEST(vram_log_prints_to_stderr_until_a_handler_is_installed)
+{
+	char path[] = "/tmp/vram-log-XXXXXX";
+	int fd = mkstemp(path);
+	ASSERT(fd >= 0);
+	unlink(path);
+	int saved = dup(STDERR_FILENO);
+	ASSERT(saved >= 0 && dup2(fd, STDERR_FILENO) == STDERR_FILENO);
+	setenv("VRAM_LOG", "info", 1);
+
+	integ_start("256M");
+	vram_client *c = integ_connect("unit"); /* info: "connected ..." */
+	vram_pool *p = pool_create(c, "w", VRAM_POLICY_DISCARD, 256 * MiB);
+	vram_pool_close(p); /* debug: "closed pool w": not printed */
+	fflush(stderr);
+	off_t printed = lseek(fd, 0, SEEK_CUR);
+	/* A handler takes over, and removing it does not bring VRAM_LOG
+	 * back: the program chose. */
+	vram_set_log_handler(log_fn, VRAM_LOG_DEBUG, &log_count);
+	vram_set_log_handler(NULL, 0, NULL);
+	p = pool_create(c, "w2", VRAM_POLICY_DISCARD, 256 * MiB); /* info */
+	vram_pool_close(p);
+	vram_client_close(c);
+	integ_stop();
+	fflush(stderr);
+	ASSERT(dup2(saved, STDERR_FILENO) == STDERR_FILENO);
+	close(saved);
+
+	char buf[4096] = "";
+	ASSERT_GT(pread(fd, buf, sizeof(buf) - 1, 0), 0);
+	close(fd);
+	ASSERT(strstr(buf, "libvram: info: ") == buf);
+	ASSERT(strstr(buf, "closed pool") == NULL);
+	ASSERT(strstr(buf, "w2") == NULL);
+	ASSERT_EQ((off_t)strlen(buf), printed);
+	unsetenv("VRAM_LOG");
+}
+
 TEST(bad_arguments_are_einval_with_a_message)
 {
 	vram_pool *p = (vram_pool *)1;
