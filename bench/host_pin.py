@@ -8,12 +8,16 @@ For SIZE GiB of host memory, per layout: the time to fault the pages in
 (MADV_POPULATE_WRITE from T threads), to pin them (cuMemHostRegister, in
 slices of S MiB), to unpin them and to give them back (MADV_REMOVE or
 munmap); and, for comparison, cuMemHostAlloc in pieces of 64 MiB (what
-torch_memory_saver's pinned backups cost) and its cuMemFreeHost; and the
+torch_memory_saver's pinned backups cost) and its cuMemFreeHost, and in
+one piece; the rate of a copy to and from the device, one synchronous
+cuMemcpy per slice or piece (whether pinned 4 KiB pages copy slower than
+the driver's own pinned memory); and the
 populate and the pin of a memfd overlapped, slice by slice, with one or
 four pinning threads (whether a save could hide the pin behind the
 faulting in).
 
     bench/host_pin.py [--size-gib 16] [--threads 1,8] [--slices 256,1024]
+                      [--rounds 2] [--no-overlap]
 
 Prints one line per case, ms and GB/s. Needs libcuda and a GPU.
 """
@@ -108,12 +112,26 @@ def memfd_give_back(fd, addr, size):
     return t
 
 
+def copy_both(cu, dev, pieces):
+    """Copies the host pieces [(addr, len), ..] to dev (back to back) and
+    back, one synchronous cuMemcpy per piece; (to host, to device) ms."""
+    def run(name, args):
+        off = 0
+        for addr, n in pieces:
+            cu.ok(name, *args(addr, off, n))
+            off += n
+
+    d2h = timed(lambda: run("cuMemcpyDtoH_v2", lambda a, o, n: (ctypes.c_void_p(a), ctypes.c_uint64(dev + o), ctypes.c_size_t(n))))
+    h2d = timed(lambda: run("cuMemcpyHtoD_v2", lambda a, o, n: (ctypes.c_uint64(dev + o), ctypes.c_void_p(a), ctypes.c_size_t(n))))
+    return d2h, h2d
+
+
 def unregister(cu, addr, offs):
     """Unpins the slices registered at addr + each of offs; the ms."""
     return timed(lambda: [cu.ok("cuMemHostUnregister", ctypes.c_void_p(addr + off)) for off in offs])
 
 
-def case_mapped(cu, size, kind, threads, slice_mib, huge):
+def case_mapped(cu, dev, size, kind, threads, slice_mib, huge):
     if kind == "memfd":
         fd, addr = memfd_map(size)
     else:
@@ -129,12 +147,13 @@ def case_mapped(cu, size, kind, threads, slice_mib, huge):
             cu.ok("cuMemHostRegister_v2", ctypes.c_void_p(addr + off), ctypes.c_size_t(min(sl, size - off)), 1)
 
     t_reg = timed(reg)
+    d2h, h2d = copy_both(cu, dev, [(addr + off, min(sl, size - off)) for off in range(0, size, sl)])
     t_unreg = unregister(cu, addr, range(0, size, sl))
     if kind == "memfd":
         t_free = memfd_give_back(fd, addr, size)
     else:
         t_free = timed(lambda: libc.munmap(ctypes.c_void_p(addr), size))
-    return t_pop, t_reg, t_unreg, t_free
+    return t_pop, t_reg, t_unreg, t_free, d2h, h2d
 
 
 def case_overlap(cu, size, threads, slice_mib, reg_threads):
@@ -182,7 +201,7 @@ def case_overlap(cu, size, threads, slice_mib, reg_threads):
     return t_all, t_unreg, memfd_give_back(fd, addr, size)
 
 
-def case_hostalloc(cu, size, piece):
+def case_hostalloc(cu, dev, size, piece):
     ptrs = []
 
     def alloc():
@@ -196,8 +215,9 @@ def case_hostalloc(cu, size, piece):
             cu.ok("cuMemFreeHost", p)
 
     t_alloc = timed(alloc)
+    d2h, h2d = copy_both(cu, dev, [(p.value, piece) for p in ptrs])
     t_free = timed(free)
-    return t_alloc, t_free
+    return t_alloc, t_free, d2h, h2d
 
 
 def main():
@@ -206,9 +226,13 @@ def main():
     ap.add_argument("--threads", default="1,8")
     ap.add_argument("--slices", default="256,1024")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-overlap", action="store_true", help="leave out the overlapped populate-and-pin cases")
     a = ap.parse_args()
     size = a.size_gib * GiB
     cu = Cuda()
+    dev = ctypes.c_uint64()
+    cu.ok("cuMemAlloc_v2", ctypes.byref(dev), ctypes.c_size_t(size))
+    dev = dev.value
     rate = lambda ms: size / (ms / 1e3) / 1e9 if ms > 0 else 0.0
     try:
         thp = open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()
@@ -221,19 +245,23 @@ def main():
             for huge in ((False,) if kind == "memfd" else (False, True)):
                 for th in [int(x) for x in a.threads.split(",")]:
                     for sl in [int(x) for x in a.slices.split(",")]:
-                        p, g, u, f = case_mapped(cu, size, kind, th, sl, huge)
+                        p, g, u, f, d2h, h2d = case_mapped(cu, dev, size, kind, th, sl, huge)
                         name = f"{kind}{'+thp' if huge else ''} {th:2d} thr {sl:5d} MiB"
                         print(f"  round {r} {name:28s} populate {p:8.1f} ({rate(p):5.1f})  register {g:7.1f} ({rate(g):5.1f})"
-                              f"  unregister {u:7.1f}  give back {f:7.1f}  pause-side total {p + g:8.1f}", flush=True)
-        for th in [int(x) for x in a.threads.split(",")]:
+                              f"  unregister {u:7.1f}  give back {f:7.1f}  pause-side total {p + g:8.1f}"
+                              f"  copy to host {d2h:6.1f} ({rate(d2h):4.1f}) to device {h2d:6.1f} ({rate(h2d):4.1f})", flush=True)
+        for th in [int(x) for x in a.threads.split(",")] if not a.no_overlap else []:
             for sl in [int(x) for x in a.slices.split(",")]:
                 for rt in (1, 4):
                     t, u, f = case_overlap(cu, size, th, sl, rt)
                     name = f"memfd {th:2d} thr {sl:5d} MiB, {rt} pinning"
                     print(f"  round {r} {name:28s} populate+pin overlapped {t:8.1f} ({rate(t):5.1f})"
                           f"  unregister {u:7.1f}  give back {f:7.1f}", flush=True)
-        al, fr = case_hostalloc(cu, size, 64 * MiB)
-        print(f"  round {r} {'cuMemHostAlloc 64 MiB':28s} alloc {al:8.1f} ({rate(al):5.1f})  free {fr:7.1f}", flush=True)
+        for piece in (64 * MiB, size):
+            al, fr, d2h, h2d = case_hostalloc(cu, dev, size, piece)
+            name = f"cuMemHostAlloc {piece // MiB} MiB"
+            print(f"  round {r} {name:28s} alloc {al:8.1f} ({rate(al):5.1f})  free {fr:7.1f}"
+                  f"  copy to host {d2h:6.1f} ({rate(d2h):4.1f}) to device {h2d:6.1f} ({rate(h2d):4.1f})", flush=True)
 
 
 if __name__ == "__main__":
