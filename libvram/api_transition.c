@@ -12,6 +12,7 @@
 #include "call.h"
 #include "client.h"
 #include "error.h"
+#include "mapping.h"
 #include "message.h"
 #include "pool.h"
 #include "registry.h"
@@ -124,8 +125,13 @@ static int transition_run(struct vram_client *c, bool pause, bool gang,
 		req.resume = &t;
 	}
 	/* No limit of our own: the daemon answers once its deadline for the
-	 * mappers' acks has passed. */
+	 * mappers' acks has passed. A resume holds back this process's
+	 * give-backs' unpins meanwhile (mapping_gate_soft_enter). */
+	if (!pause)
+		mapping_gate_soft_enter();
 	r = call_run(c, &req, &call, -1);
+	if (!pause)
+		mapping_gate_soft_leave();
 	const Vram__Response *resp = call.msg ? call.msg->response : NULL;
 	if (resp && resp->body_case == VRAM__RESPONSE__BODY_TRANSITION &&
 	    resp->transition) {

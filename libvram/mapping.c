@@ -102,34 +102,57 @@ int mapping_backup_map(struct mapping *m, int fd)
  * says no mapping work is under way. */
 #define MAPPING_PIN_SLICE (256ull << 20)
 
-/* The gate between this process's mapping work (maps, unmaps, copies:
- * what a pause or resume waits for) and give-back threads, which wait
- * for it to be idle before each slice they unpin. */
+/* The gate between this process's mapping work and give-back threads,
+ * which wait for it before each slice they unpin. Maps, unmaps and
+ * copies (what a pause or resume waits for) hold it hard: no unpin while
+ * one is under way. A resume call holds it soft for its whole length
+ * (mapping_gate_soft_enter), since the driver serves that resume's chunks
+ * and its maps right after a slice's unpin otherwise (in the RL step the
+ * graph pool woke in 8.2 ms with the weights' give-back under way, 1.5 ms
+ * in the retaining column, which has none: docs/results/h200-2026-12-01-
+ * s4); a soft hold gives way as soon as anyone waits for a
+ * give-back to move on (a save behind its punch, a join), since that
+ * waiter may be what the resume itself waits for. */
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t idle;
-	unsigned busy;
-} mapping_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0 };
+	unsigned busy, soft, urgent;
+} mapping_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0,
+		   0 };
+
+static void mapping_gate_add(unsigned *count, int by)
+{
+	pthread_mutex_lock(&mapping_gate.mu);
+	*count += (unsigned)by;
+	pthread_cond_broadcast(&mapping_gate.idle);
+	pthread_mutex_unlock(&mapping_gate.mu);
+}
 
 static void mapping_gate_enter(void)
 {
-	pthread_mutex_lock(&mapping_gate.mu);
-	mapping_gate.busy++;
-	pthread_mutex_unlock(&mapping_gate.mu);
+	mapping_gate_add(&mapping_gate.busy, 1);
 }
 
 static void mapping_gate_leave(void)
 {
-	pthread_mutex_lock(&mapping_gate.mu);
-	if (--mapping_gate.busy == 0)
-		pthread_cond_broadcast(&mapping_gate.idle);
-	pthread_mutex_unlock(&mapping_gate.mu);
+	mapping_gate_add(&mapping_gate.busy, -1);
+}
+
+void mapping_gate_soft_enter(void)
+{
+	mapping_gate_add(&mapping_gate.soft, 1);
+}
+
+void mapping_gate_soft_leave(void)
+{
+	mapping_gate_add(&mapping_gate.soft, -1);
 }
 
 static void mapping_gate_wait_idle(void)
 {
 	pthread_mutex_lock(&mapping_gate.mu);
-	while (mapping_gate.busy)
+	while (mapping_gate.busy ||
+	       (mapping_gate.soft && !mapping_gate.urgent))
 		pthread_cond_wait(&mapping_gate.idle, &mapping_gate.mu);
 	pthread_mutex_unlock(&mapping_gate.mu);
 }
@@ -160,9 +183,16 @@ static void mapping_backup_wait_upto(struct mapping *m, uint64_t end)
 	if (end > g->len)
 		end = g->len;
 	pthread_mutex_lock(&g->mu);
+	bool behind = g->given < end;
+	pthread_mutex_unlock(&g->mu);
+	if (!behind)
+		return;
+	mapping_gate_add(&mapping_gate.urgent, 1);
+	pthread_mutex_lock(&g->mu);
 	while (g->given < end)
 		pthread_cond_wait(&g->moved, &g->mu);
 	pthread_mutex_unlock(&g->mu);
+	mapping_gate_add(&mapping_gate.urgent, -1);
 }
 
 /* Registers [off, off + len) of the backup as one region. */
@@ -664,7 +694,9 @@ int mapping_backup_wait(struct mapping *m)
 
 	if (!m->giving)
 		return 0;
+	mapping_gate_add(&mapping_gate.urgent, 1);
 	pthread_join(m->giver, &res);
+	mapping_gate_add(&mapping_gate.urgent, -1);
 	m->giving = false;
 	m->gift = NULL;
 	struct mapping_giving *g = res;

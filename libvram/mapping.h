@@ -115,6 +115,12 @@ uint64_t mapping_bytes_mapped(const struct mapping *m);
 int mapping_save(struct mapping *m);
 int mapping_restore(struct mapping *m);
 
+/* Holds back this process's give-backs' unpins while a resume call is
+ * under way, short of anyone waiting for a give-back (mapping.c, the
+ * gate). */
+void mapping_gate_soft_enter(void);
+void mapping_gate_soft_leave(void);
+
 /* Unregisters the backup (it stays mapped): after a restore of a backup
  * that is not retained, so that the daemon's release frees its pages. */
 void mapping_backup_unpin(struct mapping *m);

@@ -216,6 +216,40 @@ TEST(a_give_back_unpins_only_while_no_pool_is_being_mapped)
 	close(pipefd[1]);
 }
 
+/* A resume call holds a give-back's unpins back for as long as it runs
+ * (mapping_gate_soft_enter), but gives way once a save needs the
+ * give-back to move on: that save may be what the resume waits for. */
+TEST(a_resume_call_holds_unpins_back_until_a_save_needs_them)
+{
+	struct vmm v = { .ops = &fake_ops };
+	struct mapping m;
+
+	atomic_store(&rec.map_gate_fd, -1);
+	mapping_init(&m, &v, 0, 0);
+	ASSERT(mapping_reserve(&m, 1024 * MiB, 2 * MiB) == 0);
+	int fd = memfd_create("gate-soft", MFD_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, 1024 * MiB) == 0);
+	m.backup_pin = m.backup_retain = 1;
+	ASSERT(mapping_backup_map(&m, fd) == 0);
+	close(fd);
+	struct mapping_desc d = { .offset = 0, .size = 1024 * MiB, .fd = -1 };
+	ASSERT(mapping_append(&m, &d, 1, 1) == 0);
+	int before = atomic_load(&rec.unregisters);
+
+	mapping_gate_soft_enter();
+	ASSERT(mapping_backup_give_back(&m) == 0);
+	sleep_ms(100);
+	ASSERT_EQ(atomic_load(&rec.unregisters), before);
+	/* The save waits for the punch, so the unpins go on. */
+	memset((void *)m.base, 0x5a, 1024 * MiB);
+	ASSERT(mapping_save(&m) == 0);
+	ASSERT_EQ(atomic_load(&rec.unregisters), before + 4);
+	ASSERT(m.backup[0] == 0x5a && m.backup[1024 * MiB - 1] == 0x5a);
+	mapping_gate_soft_leave();
+	mapping_release(&m);
+}
+
 /* A save right after a give-back (a pause soon after a resume that gave
  * its backup back) fills the backup behind the give-back's punch, slice
  * by slice: every byte it saved is still there once the punch is done. */
