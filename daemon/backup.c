@@ -12,10 +12,64 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "attr.h"
 #include "log.h"
+
+/* host_backup_dir, "" for memfds: set once at start, before any pool. */
+static char backup_host_dir[256];
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
+#ifndef HUGETLBFS_MAGIC
+#define HUGETLBFS_MAGIC 0x958458f6
+#endif
+
+/* A host backup: an unnamed file in host_backup_dir, or a memfd. */
+static int backup_host_open(void)
+{
+	if (!backup_host_dir[0])
+		return memfd_create("vramd-backup", MFD_CLOEXEC);
+	return open(backup_host_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+}
+
+int backup_host_dir_set(const char *dir)
+{
+	struct statfs sf;
+
+	backup_host_dir[0] = 0;
+	if (!dir || !dir[0])
+		return 0;
+	if (strlen(dir) >= sizeof(backup_host_dir))
+		return -ENAMETOOLONG;
+	if (statfs(dir, &sf) < 0) {
+		int r = -errno;
+		log_err("host_backup_dir %s: %s", dir, strerror(-r));
+		return r;
+	}
+	/* Anywhere else a host backup's pages would be a disk's. */
+	if ((unsigned long)sf.f_type != TMPFS_MAGIC &&
+	    (unsigned long)sf.f_type != HUGETLBFS_MAGIC) {
+		log_err("host_backup_dir %s is not a tmpfs or hugetlbfs mount; "
+			"host backups must be memory",
+			dir);
+		return -EXDEV;
+	}
+	snprintf(backup_host_dir, sizeof(backup_host_dir), "%s", dir);
+	int fd = backup_host_open();
+	if (fd < 0) {
+		int r = -errno;
+		log_err("host_backup_dir %s: cannot make a file there: %s",
+			dir, strerror(-r));
+		backup_host_dir[0] = 0;
+		return r;
+	}
+	close(fd);
+	return 0;
+}
 
 int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
 		  uint64_t size, char *path)
@@ -23,7 +77,7 @@ int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
 	int fd;
 
 	if (!path) {
-		fd = memfd_create("vramd-backup", MFD_CLOEXEC);
+		fd = backup_host_open();
 	} else {
 		char safe[64];
 		size_t i;

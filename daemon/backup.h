@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A pool's backup: where the content of a paused pool lives. For the host
- * policy a sparse memfd, for the disk policy a sparse file the daemon
+ * policy a sparse memfd (or an unnamed file in host_backup_dir), for the disk policy a sparse file the daemon
  * creates in backup_dir. Either way the daemon holds one fd (struct
  * pool's backup_fd, the only place it is kept) and passes it to the
  * pool's writers, whose saver copies the device memory into a shared
@@ -16,8 +16,13 @@
 #include <stdint.h>
 #include <uv.h>
 
-/* Makes the backup of a pool: a memfd of size bytes (path NULL or
- * empty), or a file named after the pool in dir (written to *path, which
+/* Where host backups live from now on: unnamed files (O_TMPFILE) in dir,
+ * which must be a tmpfs or hugetlbfs mount (-EXDEV otherwise, logged), or
+ * memfds (dir NULL or ""). Set once at start. Returns 0 or -errno. */
+int backup_host_dir_set(const char *dir);
+
+/* Makes the backup of a pool: a memfd of size bytes, or a file in
+ * host_backup_dir (path NULL), or a file named after the pool in dir (written to *path, which
  * holds at least BACKUP_PATH_MAX bytes). Both are sparse: they hold no
  * pages until a pause writes. Returns the fd or -errno (-ENOTDIR when the
  * disk policy is asked for and no directory is configured). */

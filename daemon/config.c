@@ -109,6 +109,14 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		snprintf(cfg->backup_dir, sizeof(cfg->backup_dir), "%s", value);
 		return 0;
 	}
+	if (strcmp(key, "host_backup_dir") == 0) {
+		if (strlen(value) >= sizeof(cfg->host_backup_dir) ||
+		    (value[0] && value[0] != '/'))
+			return -EINVAL;
+		snprintf(cfg->host_backup_dir, sizeof(cfg->host_backup_dir),
+			 "%s", value);
+		return 0;
+	}
 	if (strcmp(key, "backend") == 0) {
 		if (strcmp(value, "auto") && strcmp(value, "host") &&
 		    strcmp(value, "cuda") && strcmp(value, "hip"))

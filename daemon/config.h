@@ -38,6 +38,9 @@ struct config {
 	struct metrics_config metrics;
 	unsigned reattach_grace_ms; /* after a restart (recover.h) */
 	char backup_dir[256]; /* disk-policy backups; "" refuses the policy */
+	/* host-policy backups: files in this tmpfs (or hugetlbfs) mount,
+	 * where huge pages can be had; "": memfds */
+	char host_backup_dir[256];
 	/* Limits on clients (daemon/limits.c, docs/security.md). */
 	unsigned admin_reserve;	       /* sessions only root/admin may use */
 	unsigned max_sessions_per_uid;

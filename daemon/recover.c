@@ -225,11 +225,11 @@ static int recover_pool(struct recover *rc, struct node *n,
 	snprintf(name, sizeof(name), "vramd-b-%" PRIu64, p->id);
 	p->backup_fd = recover_take(rc, name);
 	if (p->policy == POOL_HOST && p->backup_fd < 0) {
-		p->backup_fd = memfd_create("vramd-backup", MFD_CLOEXEC);
-		if (p->backup_fd < 0 ||
-		    ftruncate(p->backup_fd, (off_t)p->reserve) < 0)
-			log_err("pool %s: cannot make its backup memfd: %s",
-				p->name, strerror(errno));
+		int fd = backup_create(NULL, p->id, p->name, p->reserve, NULL);
+		p->backup_fd = fd < 0 ? -1 : fd;
+		if (fd < 0)
+			log_err("pool %s: cannot make its backup: %s", p->name,
+				strerror(-fd));
 		else
 			log_err("pool %s: its backup was not in the store; it "
 				"has none now",

@@ -557,6 +557,9 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	srv->listen_fd = -1;
 	srv->lane.listen_fd = -1;
 	srv->start_ms = (uint64_t)clock_now_ms();
+	r = backup_host_dir_set(cfg->host_backup_dir);
+	if (r < 0)
+		return r;
 	config_backend(&srv->cfg, &bcfg);
 	r = backend_open(&bcfg, &b);
 	if (r < 0) {

@@ -3,13 +3,16 @@
  * resume (its pages back, the accounting back to 0) or retained, a
  * pageable one, and a disk backup the daemon owns in backup_dir (written
  * by a pause, read by a resume, released or kept, removed with the
- * pool). The accounting counts held pages (st_blocks), so these cases
- * also check that vramctl's figures are what the backups truly hold. */
+ * pool), and host backups kept in a tmpfs (host_backup_dir). The
+ * accounting counts held pages (st_blocks), so these cases also check
+ * that vramctl's figures are what the backups truly hold. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "integ.h"
@@ -470,4 +473,80 @@ TEST(release_punches_off_the_loop_and_a_pause_stops_it)
 	vram_client_close(other);
 	vram_client_close(c);
 	punch_stop();
+}
+
+/* host_backup_dir: host backups are unnamed files in that tmpfs, where a
+ * mount option can give them huge pages; what they hold is counted the
+ * same, and goes back the same. A directory on anything but tmpfs or
+ * hugetlbfs stops the daemon from starting, saying why. */
+static uint64_t backup_test_fs_used(const char *dir)
+{
+	struct statfs sf;
+	ASSERT(statfs(dir, &sf) == 0);
+	return (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
+}
+
+TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
+{
+	char dir[] = "/dev/shm/vramd-host-backup-XXXXXX";
+	struct statfs sf;
+	if (statfs("/dev/shm", &sf) < 0 || sf.f_type != 0x01021994)
+		SKIP("no tmpfs at /dev/shm");
+	ASSERT(mkdtemp(dir) != NULL);
+	char set[sizeof(dir) + 32];
+	snprintf(set, sizeof(set), "host_backup_dir=%s", dir);
+	const char *const extra[] = { "--host-capacity", "256M", "--set", set,
+				      NULL };
+	integ_start_args(extra);
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
+				  VRAM_POOL_RELEASE_BACKUP);
+	void *a;
+	ASSERT_OK(vram_alloc(w, DATA, &a));
+	integ_fill(a, DATA, 21);
+	uint64_t before = backup_test_fs_used(dir);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_OK(vram_pool_pause(w, NULL));
+		ASSERT(pool_backup(c, "w") >= DATA);
+		ASSERT(backup_test_fs_used(dir) >= before + DATA);
+		ASSERT_OK(vram_pool_resume(w, NULL));
+		ASSERT_OK(integ_check(a, DATA, 21));
+		ASSERT_UEQ(pool_backup(c, "w"), 0);
+		/* Given back off the loop, as from a memfd. */
+		for (int k = 0; k < 500 && backup_test_fs_used(dir) >= before + DATA; k++)
+			harness_msleep(10);
+		ASSERT_LT(backup_test_fs_used(dir), before + DATA);
+	}
+	/* Unnamed: nothing to list, nothing left behind. */
+	DIR *d = opendir(dir);
+	ASSERT(d != NULL);
+	int names = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		names += e->d_name[0] != '.';
+	closedir(d);
+	ASSERT_EQ(names, 0);
+	vram_client_close(c);
+	integ_stop();
+	ASSERT(rmdir(dir) == 0);
+
+	/* A directory on a disk (or anything not memory) is refused. */
+	char disk[] = "/var/tmp/vramd-host-backup-disk-XXXXXX";
+	ASSERT(mkdtemp(disk) != NULL);
+	if (statfs(disk, &sf) == 0 && sf.f_type != 0x01021994) {
+		char real[PATH_MAX], bad[PATH_MAX + 32];
+		ASSERT(realpath(disk, real) != NULL);
+		snprintf(bad, sizeof(bad), "host_backup_dir=%s", real);
+		char cmd[2 * PATH_MAX + 128], out[1024] = "";
+		const char *bin = getenv("VRAMD_BIN");
+		snprintf(cmd, sizeof(cmd),
+			 "%s --backend host --socket %s/s --set %s 2>&1",
+			 bin ? bin : "build/vramd", real, bad);
+		FILE *f = popen(cmd, "r");
+		ASSERT(f != NULL);
+		size_t n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = 0;
+		ASSERT(WEXITSTATUS(pclose(f)) != 0);
+		ASSERT(strstr(out, "is not a tmpfs or hugetlbfs mount") != NULL);
+	}
+	ASSERT(rmdir(disk) == 0);
 }
