@@ -21,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "call.h"
@@ -224,10 +223,20 @@ static int call_process(struct vram_client *c, const struct wire_frame *f)
 	if (msg->body_case == VRAM__SERVER_MSG__BODY_EVENT && msg->event) {
 		char saved[ERROR_MSG_MAX];
 		struct events_ack ack;
+		int64_t t0 = clock_now_ns();
 
 		snprintf(saved, sizeof(saved), "%s", error_get());
-		if (events_handle(c, msg->event, f, &ack))
+		if (events_handle(c, msg->event, f, &ack)) {
 			call_ack(c, &ack);
+			/* With the daemon's "mappers" figure: what of it was
+			 * this process, from the frame in to the ack out. */
+			log_write(VRAM_LOG_DEBUG,
+				  "event %d of pool %llu: acked %.3f ms after "
+				  "it came in",
+				  (int)msg->event->kind,
+				  (unsigned long long)msg->event->pool_id,
+				  clock_lap_ms(&t0));
+		}
 		error_restore(saved);
 		vram__server_msg__free_unpacked(msg, NULL);
 		return 1;

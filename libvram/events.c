@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "client.h"
+#include "clock.h"
 #include "events.h"
 #include "log.h"
 #include "mapping.h"
@@ -27,18 +27,6 @@ static uint64_t events_bytes(const Vram__Event *ev)
 		if (ev->chunks[i])
 			n += ev->chunks[i]->size;
 	return n;
-}
-
-/* Milliseconds since *t0, and *t0 moved to now. */
-static double events_lap_ms(struct timespec *t0)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	double ms = (double)(t.tv_sec - t0->tv_sec) * 1e3 +
-		    (double)(t.tv_nsec - t0->tv_nsec) / 1e6;
-	*t0 = t;
-	return ms;
 }
 
 /* SAVE (and, without backup, the first half of PAUSE): wait for the
@@ -82,8 +70,7 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 			p->name);
 		return -ENODEV;
 	}
-	struct timespec t0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	int64_t t0 = clock_now_ns();
 	r = mapping_save(&p->map);
 	if (r < 0)
 		snprintf(msg, msglen, "saving pool %s to its backup failed: %s",
@@ -93,7 +80,7 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 			  p->name,
 			  (unsigned long long)(mapping_bytes_mapped(&p->map) >>
 					       20),
-			  events_lap_ms(&t0));
+			  clock_lap_ms(&t0));
 	return r;
 }
 
@@ -163,11 +150,10 @@ static int events_resume(struct vram_pool *p,
 		r = -EPROTO;
 		goto out;
 	}
-	struct timespec t0;
+	int64_t t0 = clock_now_ns();
 	double map_ms, restore_ms = 0, give_ms = 0;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	r = mapping_remap(&p->map, d, ev->n_chunks);
-	map_ms = events_lap_ms(&t0);
+	map_ms = clock_lap_ms(&t0);
 	if (r < 0) {
 		snprintf(msg, msglen, "mapping pool %s failed: %s", p->name,
 			 strerror(-r));
@@ -178,7 +164,7 @@ static int events_resume(struct vram_pool *p,
 			r = -ENODEV;
 		else
 			r = mapping_restore(&p->map);
-		restore_ms = events_lap_ms(&t0);
+		restore_ms = clock_lap_ms(&t0);
 		if (r < 0) {
 			snprintf(msg, msglen,
 				 "restoring pool %s from its backup failed: %s",
@@ -192,7 +178,7 @@ static int events_resume(struct vram_pool *p,
 		 * (once every mapper maps the pool) frees its pages. */
 		if (p->flags & VRAM_POOL_RELEASE_BACKUP)
 			mapping_backup_give_back(&p->map);
-		give_ms = events_lap_ms(&t0);
+		give_ms = clock_lap_ms(&t0);
 	}
 	log_write(VRAM_LOG_DEBUG,
 		  "pool %s: mapped %zu chunk(s), %llu MiB, in %.2f ms; "
