@@ -38,6 +38,12 @@ matplotlib) in --out (default $OUT, else build/compare-results/). Logs of
 every child in OUT/logs/. --render OUT/compare.json prints and plots an
 earlier run again (no GPU needed). COMPARE_VRAMD_ARGS adds options to
 the vramd it starts (e.g. "--chunk-max 16G"); compare.json records them.
+
+vramd runs as etc/vramd.service runs it: host backups in a tmpfs mounted
+huge=within_size (host_backup_dir), which this script mounts in a
+directory of its own when it can (root), and unmounts at the end;
+--vramd-backups memfd keeps them in memfds (what vramd does without the
+unit's TemporaryFileSystem=). compare.json records which.
 """
 
 import argparse
@@ -141,6 +147,8 @@ def arg_parser():
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(
         os.environ.get("VRAM_BUILD") or os.path.join(ROOT, "build"), "compare-results"))
     ap.add_argument("--timeout", type=int, default=900, help="seconds per child")
+    ap.add_argument("--vramd-backups", choices=("unit", "memfd"), default="unit",
+                    help="vramd's host backups: in a huge-page tmpfs as vramd.service has them (default), or memfds")
     ap.add_argument("--render", metavar="JSON", help="print and plot an earlier compare.json; no GPU")
     return ap
 
@@ -347,10 +355,17 @@ def run_all(a, probe, out):
             # COMPARE_VRAMD_ARGS: more daemon options (e.g. "--chunk-max 16G"
             # to try another chunk layout), recorded in the results.
             extra = ["--ack-timeout-ms", "120000", "--log-level", "info"]
+            huge_dir = huge_tmpfs_mount() if a.vramd_backups == "unit" else None
+            if huge_dir:
+                extra += ["--set", "host_backup_dir=" + huge_dir]
+            results["env"]["vramd_backups"] = (
+                "tmpfs huge=within_size at " + huge_dir if huge_dir else
+                "memfd" + (" (no huge-page tmpfs could be mounted: not root?)" if a.vramd_backups == "unit" else ""))
             extra += os.environ.get("COMPARE_VRAMD_ARGS", "").split()
             results["env"]["vramd_args"] = extra
             daemon = vramtest.Daemon(backend="cuda", extra=extra)
         except Exception as e:
+            huge_tmpfs_unmount()
             unavailable["vramd"] = "vramd did not start: " + " ".join(str(e).split())[:400]
             unavailable["vramd-retain"] = unavailable["vramd"]
             results["notes"].append(unavailable["vramd"])
@@ -454,7 +469,39 @@ def run_all(a, probe, out):
             rc = daemon.stop()
             if rc != 0:
                 results["notes"].append(f"vramd exited with {rc}")
+        huge_tmpfs_unmount()
     return results
+
+
+HUGE_TMPFS = []
+
+
+def huge_tmpfs_mount():
+    """Mounts a tmpfs with huge pages (as vramd.service's
+    TemporaryFileSystem= has one) in a new directory; its path, or None
+    where that cannot be done (not root)."""
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="vramd-compare-backup-")
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "huge=within_size,size=90%,mode=0700",
+                            "vramd-compare", d], capture_output=True, text=True)
+        err = r.stderr.strip() if r.returncode else None
+    except OSError as e:
+        err = str(e)
+    if err is not None:
+        print(f"compare: no huge-page tmpfs for vramd's host backups ({err}); memfds instead")
+        os.rmdir(d)
+        return None
+    HUGE_TMPFS.append(d)
+    return d
+
+
+def huge_tmpfs_unmount():
+    while HUGE_TMPFS:
+        d = HUGE_TMPFS.pop()
+        subprocess.run(["umount", d])
+        os.rmdir(d)
 
 
 # ---- figures ----------------------------------------------------------------------
@@ -585,6 +632,9 @@ def md_tables(results, summ):
     L.append(f"{p.get('device', '?')}, torch {p.get('torch', '?')}, upstream torch_memory_saver "
              f"{tms.get('version', tms.get('why', '?'))} (hook {env.get('args', {}).get('tms_hook', '?')}), "
              f"{cycles} cycles, ms min / median / max; x = vramd median / other median")
+    if env.get("vramd_backups") or env.get("vramd_args"):
+        L.append("")
+        L.append(f"vramd's host backups: {env.get('vramd_backups', 'memfd')}; its options: {' '.join(env.get('vramd_args', []))}")
     L.append("")
     L.append("| workload | TMS pause | vramd pause | x | TMS resume | vramd resume | x | floor pause | floor resume | x floor pause | x floor resume |")
     L.append("|---|---|---|---|---|---|---|---|---|---|---|")
