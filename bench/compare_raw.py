@@ -77,6 +77,11 @@ class Driver:
         self.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
         self.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE
         self.prop.location.id = self.dev
+        # As torch_memory_saver (and vramd) make them: GPUDirect RDMA
+        # capable where the device allows it (attribute 110).
+        rdma = ctypes.c_int()
+        if self.lib.cuDeviceGetAttribute(ctypes.byref(rdma), 110, self.dev) == 0:
+            self.prop.allocFlags.gpuDirectRDMACapable = 1 if rdma.value else 0
         self.access = _AccessDesc()
         self.access.location.type = CU_MEM_LOCATION_TYPE_DEVICE
         self.access.location.id = self.dev

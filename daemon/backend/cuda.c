@@ -56,6 +56,10 @@ struct cuda_backend {
 	CUdevice cudev[BACKEND_MAX_DEVICES];
 	struct nvml *nvml; /* NULL without libnvidia-ml */
 	struct nvml_device *nvml_dev[BACKEND_MAX_DEVICES];
+	/* Chunks are GPUDirect RDMA capable where the device allows it,
+	 * as torch_memory_saver's are (an engine's NIC may DMA into its
+	 * weights, say). */
+	bool rdma[BACKEND_MAX_DEVICES];
 	int warned_no_nvml;
 	struct closer closer;
 };
@@ -184,13 +188,15 @@ static void closer_destroy(struct closer *cl)
 
 /* ---- backend operations ------------------------------------------------ */
 
-static void cuda_prop(CUmemAllocationProp *prop, CUdevice dev)
+static void cuda_prop(CUmemAllocationProp *prop, const struct cuda_backend *cb,
+		      unsigned i)
 {
 	memset(prop, 0, sizeof(*prop));
 	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop->requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop->location.id = dev;
+	prop->location.id = cb->cudev[i];
+	prop->allocFlags.gpuDirectRDMACapable = cb->rdma[i];
 }
 
 static void cuda_destroy(struct backend *b)
@@ -236,7 +242,7 @@ static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	CUresult cr;
 	int fd = -1, flags;
 
-	cuda_prop(&prop, cb->cudev[dev]);
+	cuda_prop(&prop, cb, dev);
 	cr = cu->cuMemCreate(&h, c->size, &prop, 0);
 	if (cr != CUDA_SUCCESS) {
 		if (cr == CUDA_ERROR_OUT_OF_MEMORY)
@@ -373,7 +379,13 @@ static int cuda_device_init(struct cuda_backend *cb, unsigned i)
 			       "POSIX fd export of memory");
 		return -ENODEV;
 	}
-	cuda_prop(&prop, cb->cudev[i]);
+	int rdma = 0;
+	if (cu->cuDeviceGetAttribute(
+		    &rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+		    cb->cudev[i]) != CUDA_SUCCESS)
+		rdma = 0;
+	cb->rdma[i] = rdma != 0;
+	cuda_prop(&prop, cb, i);
 	cr = cu->cuMemGetAllocationGranularity(
 		&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
 	if (cr != CUDA_SUCCESS || gran == 0)
@@ -395,9 +407,10 @@ static int cuda_device_init(struct cuda_backend *cb, unsigned i)
 			"cuda: NVML does not know %s; its free memory will not "
 			"count other processes",
 			d->uuid);
-	log_info("cuda: device %u: %s %s, %.1f GiB, granularity %llu KiB", i,
+	log_info("cuda: device %u: %s %s, %.1f GiB, granularity %llu KiB%s", i,
 		 name, d->uuid, (double)total / (1 << 30),
-		 (unsigned long long)(gran >> 10));
+		 (unsigned long long)(gran >> 10),
+		 cb->rdma[i] ? ", GPUDirect RDMA capable chunks" : "");
 	return 0;
 }
 

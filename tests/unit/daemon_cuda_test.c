@@ -127,6 +127,25 @@ TEST(fake_devices_uuid_and_granularity)
 	backend_destroy(b);
 }
 
+/* Chunks are GPUDirect RDMA capable where the device supports it, as
+ * torch_memory_saver's allocations are, and plain where it does not (the
+ * fake, like the driver, refuses the flag there). */
+TEST(fake_chunks_are_rdma_capable_where_the_device_allows)
+{
+	for (int no_rdma = 0; no_rdma <= 1; no_rdma++) {
+		setenv("FAKE_CUDA_NO_RDMA", no_rdma ? "1" : "0", 1);
+		struct backend *b = fake_open();
+		struct chunk c = { .size = GRAN, .fd = -1 };
+		int before = fake_count("rdma_creates");
+		ASSERT_OK(backend_chunk_create(b, 0, &c));
+		ASSERT_EQ(fake_count("rdma_creates") - before, no_rdma ? 0 : 1);
+		backend_chunk_release(b, 0, &c);
+		backend_settle(b);
+		backend_destroy(b);
+	}
+	unsetenv("FAKE_CUDA_NO_RDMA");
+}
+
 TEST(fake_unusable_driver_is_enodev)
 {
 	struct backend_config cfg = cuda_config();

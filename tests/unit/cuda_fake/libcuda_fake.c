@@ -51,6 +51,20 @@ typedef unsigned long long CUdeviceptr;
 #define OK 0
 #define INVALID_VALUE 1
 #define OUT_OF_MEMORY 2
+
+/* cuda.h's CUmemAllocationProp, as far as the fake reads it. */
+struct fake_alloc_prop {
+	int type, requested_handle_types;
+	struct {
+		int type, id;
+	} location;
+	void *win32_metadata;
+	struct {
+		unsigned char compression_type, gpu_direct_rdma_capable;
+		unsigned short usage;
+		unsigned char reserved[4];
+	} alloc_flags;
+};
 #define INVALID_CONTEXT 201
 #define ILLEGAL_ADDRESS 700
 #define HOST_NOT_REGISTERED 713
@@ -74,7 +88,7 @@ static struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int ctx_depth;
 static int handles, mapped, retained, streams, registered, copies, syncs,
-	ctx_syncs, creates, readonly_maps;
+	ctx_syncs, creates, readonly_maps, rdma_creates;
 /* This thread's stream-capture mode, and what it was at the last cuMemMap
  * of any thread; the device of the last cuMemSetAccess. */
 static __thread int capture_mode;
@@ -103,6 +117,7 @@ int fake_count(const char *what)
 		{ "syncs", &syncs },
 		{ "ctx_syncs", &ctx_syncs },
 		{ "creates", &creates },
+		{ "rdma_creates", &rdma_creates },
 		{ "readonly_maps", &readonly_maps },
 		{ "map_capture_mode", &map_capture_mode },
 		{ "access_device", &access_device },
@@ -492,9 +507,12 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)
 	return OK;
 }
 
+/* 102: VMM, 110: GPUDirect RDMA with VMM (FAKE_CUDA_NO_RDMA=1: none). */
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 {
-	*v = attr == 102 ? !env_int("FAKE_CUDA_NO_VMM", 0) : 1;
+	*v = attr == 102 ? !env_int("FAKE_CUDA_NO_VMM", 0) :
+	     attr == 110 ? !env_int("FAKE_CUDA_NO_RDMA", 0) :
+			   1;
 	return OK;
 }
 
@@ -572,6 +590,11 @@ CUresult cuMemCreate(unsigned long long *out, size_t size, const void *prop,
 		     unsigned long long flags)
 {
 	FAIL_POINT("cuMemCreate");
+	/* The RDMA flag is the driver's to refuse on a device without it. */
+	const struct fake_alloc_prop *p = prop;
+	int rdma = p && p->alloc_flags.gpu_direct_rdma_capable;
+	if (rdma && env_int("FAKE_CUDA_NO_RDMA", 0))
+		return INVALID_VALUE;
 	if (device_used() + size > capacity())
 		return OUT_OF_MEMORY;
 	int fd = device_memfd(size);
@@ -579,6 +602,8 @@ CUresult cuMemCreate(unsigned long long *out, size_t size, const void *prop,
 		return OUT_OF_MEMORY;
 	*out = (uintptr_t)handle_new(fd, size);
 	bump(&creates, 1);
+	if (rdma)
+		bump(&rdma_creates, 1);
 	return OK;
 }
 
