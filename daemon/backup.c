@@ -109,6 +109,19 @@ int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
 	return fd;
 }
 
+int backup_room(int fd, uint64_t need, uint64_t *avail)
+{
+	struct statfs sf;
+	uint64_t held = backup_held(fd);
+
+	*avail = UINT64_MAX;
+	/* A memfd's file system has no size of its own (f_blocks 0). */
+	if (fd < 0 || fstatfs(fd, &sf) < 0 || sf.f_blocks == 0)
+		return 0;
+	*avail = (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize;
+	return need > held && need - held > *avail ? -ENOSPC : 0;
+}
+
 uint64_t backup_held(int fd)
 {
 	struct stat st;

@@ -30,6 +30,13 @@ int backup_host_dir_set(const char *dir);
 int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
 		  uint64_t size, char *path);
 
+/* Whether need bytes of backup fit in its file system (a host_backup_dir
+ * tmpfs has a size; a memfd's has none): what it holds already counts.
+ * -ENOSPC when they do not, else 0; *avail gets the free bytes
+ * (UINT64_MAX: no limit). A save into a full tmpfs would fault in the
+ * saver (SIGBUS), not fail. */
+int backup_room(int fd, uint64_t need, uint64_t *avail);
+
 /* Bytes the backup truly holds: its allocated blocks (st_blocks), so a
  * backup whose pages were released counts 0 however large it is. */
 uint64_t backup_held(int fd);

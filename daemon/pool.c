@@ -486,6 +486,18 @@ enum pool_step pool_pause(struct pool *p, struct backend *b,
 					 "it keeps a host backup but no "
 					 "read-write mapper is attached to "
 					 "save it");
+		uint64_t avail;
+		if (p->policy == POOL_HOST &&
+		    backup_room(p->backup_fd, p->bytes, &avail) < 0) {
+			log_warn("pool %s: its backup needs %llu MiB, its "
+				 "file system has %llu MiB free",
+				 p->name, (unsigned long long)(p->bytes >> 20),
+				 (unsigned long long)(avail >> 20));
+			return pool_fail(next, ENOSPC,
+					 "its host backup does not fit in what "
+					 "is free of host_backup_dir; it stays "
+					 "active");
+		}
 		return pool_save_round(p, event_ids, next, POOL_PAUSING_SAVE,
 				       bm);
 	}

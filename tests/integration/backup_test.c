@@ -10,6 +10,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -549,4 +551,39 @@ TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
 		ASSERT(strstr(out, "is not a tmpfs or hugetlbfs mount") != NULL);
 	}
 	ASSERT(rmdir(disk) == 0);
+}
+
+/* A host_backup_dir without room for a backup refuses the pause (ENOSPC,
+ * the pool stays active with its content): a save into a full tmpfs would
+ * fault in the saver, not fail. In a mount namespace of the case's own,
+ * with a 16 MiB tmpfs (needs CAP_SYS_ADMIN: skipped without). */
+TEST(host_backup_dir_without_room_refuses_the_pause)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		SKIP("no mount namespace here: %s", strerror(errno));
+	ASSERT(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+	char dir[] = "/tmp/vramd-small-backup-XXXXXX";
+	ASSERT(mkdtemp(dir) != NULL);
+	if (mount("vramd-test", dir, "tmpfs", 0, "size=16m,mode=0700") < 0) {
+		rmdir(dir);
+		SKIP("cannot mount a tmpfs: %s", strerror(errno));
+	}
+	char set[sizeof(dir) + 32];
+	snprintf(set, sizeof(set), "host_backup_dir=%s", dir);
+	const char *const extra[] = { "--host-capacity", "256M", "--set", set,
+				      NULL };
+	integ_start_args(extra);
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(w, 32 * MiB, &a));
+	integ_fill(a, 32 * MiB, 5);
+	ASSERT_EQ(vram_pool_pause(w, NULL), -ENOSPC);
+	ASSERT(strstr(vram_last_error(), "host_backup_dir") != NULL);
+	ASSERT_EQ(integ_info(c, "w").state, VRAM_STATE_ACTIVE);
+	ASSERT_OK(integ_check(a, 32 * MiB, 5));
+	vram_client_close(c);
+	integ_stop();
+	ASSERT(umount(dir) == 0);
+	ASSERT(rmdir(dir) == 0);
 }
