@@ -488,6 +488,16 @@ static uint64_t backup_test_fs_used(const char *dir)
 	return (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
 }
 
+/* Starts vramd (a 256 MiB device) with host_backup_dir at dir. */
+static void backup_test_start_in(const char *dir)
+{
+	char set[PATH_MAX + 32];
+	snprintf(set, sizeof(set), "host_backup_dir=%s", dir);
+	const char *const extra[] = { "--host-capacity", "256M", "--set", set,
+				      NULL };
+	integ_start_args(extra);
+}
+
 TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
 {
 	char dir[] = "/dev/shm/vramd-host-backup-XXXXXX";
@@ -495,11 +505,7 @@ TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
 	if (statfs("/dev/shm", &sf) < 0 || sf.f_type != 0x01021994)
 		SKIP("no tmpfs at /dev/shm");
 	ASSERT(mkdtemp(dir) != NULL);
-	char set[sizeof(dir) + 32];
-	snprintf(set, sizeof(set), "host_backup_dir=%s", dir);
-	const char *const extra[] = { "--host-capacity", "256M", "--set", set,
-				      NULL };
-	integ_start_args(extra);
+	backup_test_start_in(dir);
 	vram_client *c = integ_connect("engine");
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
 				  VRAM_POOL_RELEASE_BACKUP);
@@ -568,11 +574,7 @@ TEST(host_backup_dir_without_room_refuses_the_pause)
 		rmdir(dir);
 		SKIP("cannot mount a tmpfs: %s", strerror(errno));
 	}
-	char set[sizeof(dir) + 32];
-	snprintf(set, sizeof(set), "host_backup_dir=%s", dir);
-	const char *const extra[] = { "--host-capacity", "256M", "--set", set,
-				      NULL };
-	integ_start_args(extra);
+	backup_test_start_in(dir);
 	vram_client *c = integ_connect("engine");
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
 	void *a;

@@ -149,6 +149,27 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* m: a pool of size bytes in the chunks d (one chunk of size if d is
+ * NULL), with a host backup memfd, pinned at each copy (retain: from the
+ * start, and kept). */
+static void backup_mapping_make(struct mapping *m, struct vmm *v, uint64_t size,
+				int retain, const struct mapping_desc *d,
+				size_t n)
+{
+	struct mapping_desc one = { .offset = 0, .size = size, .fd = -1 };
+
+	mapping_init(m, v, 0, 0);
+	ASSERT(mapping_reserve(m, size, 2 * MiB) == 0);
+	int fd = memfd_create("gate-test", MFD_CLOEXEC);
+	ASSERT(fd >= 0);
+	ASSERT(ftruncate(fd, (off_t)size) == 0);
+	m->backup_pin = 1;
+	m->backup_retain = retain;
+	ASSERT(mapping_backup_map(m, fd) == 0);
+	close(fd);
+	ASSERT(mapping_append(m, d ? d : &one, d ? n : 1, 1) == 0);
+}
+
 struct appender {
 	struct mapping *m;
 	struct mapping_desc d;
@@ -173,16 +194,7 @@ TEST(a_give_back_unpins_only_while_no_pool_is_being_mapped)
 
 	/* The weights: 1 GiB of chunk, a retained (so pinned at once)
 	 * backup of 1 GiB, registered in 256 MiB slices. */
-	mapping_init(&weights, &v, 0, 0);
-	ASSERT(mapping_reserve(&weights, 1024 * MiB, 2 * MiB) == 0);
-	int fd = memfd_create("gate-test", MFD_CLOEXEC);
-	ASSERT(fd >= 0);
-	ASSERT(ftruncate(fd, 1024 * MiB) == 0);
-	weights.backup_pin = weights.backup_retain = 1;
-	ASSERT(mapping_backup_map(&weights, fd) == 0);
-	close(fd);
-	struct mapping_desc wd = { .offset = 0, .size = 1024 * MiB, .fd = -1 };
-	ASSERT(mapping_append(&weights, &wd, 1, 1) == 0);
+	backup_mapping_make(&weights, &v, 1024 * MiB, 1, NULL, 0);
 	ASSERT(atomic_load(&rec.registers) == 4);
 
 	/* The KV cache's resume is under way: its map blocks. */
@@ -225,16 +237,7 @@ TEST(a_resume_call_holds_unpins_back_until_a_save_needs_them)
 	struct mapping m;
 
 	atomic_store(&rec.map_gate_fd, -1);
-	mapping_init(&m, &v, 0, 0);
-	ASSERT(mapping_reserve(&m, 1024 * MiB, 2 * MiB) == 0);
-	int fd = memfd_create("gate-soft", MFD_CLOEXEC);
-	ASSERT(fd >= 0);
-	ASSERT(ftruncate(fd, 1024 * MiB) == 0);
-	m.backup_pin = m.backup_retain = 1;
-	ASSERT(mapping_backup_map(&m, fd) == 0);
-	close(fd);
-	struct mapping_desc d = { .offset = 0, .size = 1024 * MiB, .fd = -1 };
-	ASSERT(mapping_append(&m, &d, 1, 1) == 0);
+	backup_mapping_make(&m, &v, 1024 * MiB, 1, NULL, 0);
 	int before = atomic_load(&rec.unregisters);
 
 	mapping_gate_soft_enter();
@@ -260,16 +263,8 @@ TEST(a_save_behind_a_give_back_keeps_what_it_saved)
 	struct mapping m;
 
 	atomic_store(&rec.map_gate_fd, -1);
-	mapping_init(&m, &v, 0, 0);
-	ASSERT(mapping_reserve(&m, size, 2 * MiB) == 0);
-	int fd = memfd_create("gate-save", MFD_CLOEXEC);
-	ASSERT(fd >= 0);
-	ASSERT(ftruncate(fd, (off_t)size) == 0);
-	m.backup_pin = 1; /* pinned at each copy, given back after */
-	ASSERT(mapping_backup_map(&m, fd) == 0);
-	close(fd);
-	struct mapping_desc d = { .offset = 0, .size = size, .fd = -1 };
-	ASSERT(mapping_append(&m, &d, 1, 1) == 0);
+	/* Pinned at each copy, given back after. */
+	backup_mapping_make(&m, &v, size, 0, NULL, 0);
 	uint8_t *dev = (uint8_t *)m.base;
 
 	for (int cycle = 0; cycle < 3; cycle++) {
@@ -308,18 +303,10 @@ TEST(a_save_pins_populated_slices_and_copies_each_behind_its_pin)
 
 	atomic_store(&rec.map_gate_fd, -1);
 	setenv("VRAM_POPULATE_THREADS", "3", 1);
-	mapping_init(&m, &v, 0, 0);
-	ASSERT(mapping_reserve(&m, size, 2 * MiB) == 0);
-	int fd = memfd_create("pipeline-save", MFD_CLOEXEC);
-	ASSERT(fd >= 0);
-	ASSERT(ftruncate(fd, (off_t)size) == 0);
-	m.backup_pin = 1;
-	ASSERT(mapping_backup_map(&m, fd) == 0);
-	close(fd);
 	/* Two chunks, one of a slice and a half: slices start at each. */
 	struct mapping_desc d[2] = { { 0, 384 * MiB, -1 },
 				     { 384 * MiB, 640 * MiB, -1 } };
-	ASSERT(mapping_append(&m, d, 2, 1) == 0);
+	backup_mapping_make(&m, &v, size, 0, d, 2);
 	uint8_t *dev = (uint8_t *)m.base;
 
 	for (int cycle = 0; cycle < 2; cycle++) {
