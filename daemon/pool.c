@@ -92,6 +92,15 @@ bool pool_keeps_content(const struct pool *p)
 	return p->policy == POOL_HOST || p->policy == POOL_DISK;
 }
 
+uint64_t pool_backup_unwritten(const struct pool *p)
+{
+	if (p->policy != POOL_HOST || (p->state != POOL_PAUSING_SAVE &&
+				       p->state != POOL_PAUSING_UNDO_SAVE))
+		return 0;
+	uint64_t held = backup_held(p->backup_fd);
+	return p->bytes > held ? p->bytes - held : 0;
+}
+
 uint64_t pool_backup_held(const struct pool *p)
 {
 	/* A release under way gives every page back without a pause in
@@ -447,7 +456,8 @@ static uint64_t pool_paused(struct pool *p, struct backend *b)
 }
 
 enum pool_step pool_pause(struct pool *p, struct backend *b,
-			  uint64_t *event_ids, struct pool_next *next)
+			  uint64_t *event_ids, uint64_t backup_pending,
+			  struct pool_next *next)
 {
 	struct mapper *bm = NULL;
 
@@ -488,11 +498,14 @@ enum pool_step pool_pause(struct pool *p, struct backend *b,
 					 "save it");
 		uint64_t avail;
 		if (p->policy == POOL_HOST &&
-		    backup_room(p->backup_fd, p->bytes, &avail) < 0) {
+		    backup_room(p->backup_fd, p->bytes + backup_pending,
+				&avail) < 0) {
 			log_warn("pool %s: its backup needs %llu MiB, its "
-				 "file system has %llu MiB free",
+				 "file system has %llu MiB free, of which "
+				 "saves under way take %llu MiB",
 				 p->name, (unsigned long long)(p->bytes >> 20),
-				 (unsigned long long)(avail >> 20));
+				 (unsigned long long)(avail >> 20),
+				 (unsigned long long)(backup_pending >> 20));
 			return pool_fail(next, ENOSPC,
 					 "its host backup does not fit in what "
 					 "is free of host_backup_dir; it stays "

@@ -153,6 +153,10 @@ bool pool_keeps_content(const struct pool *p);
 /* Bytes p's backup truly holds (its allocated pages or blocks). */
 uint64_t pool_backup_held(const struct pool *p);
 
+/* Bytes a host pool's save under way is still to write into its backup
+ * (0 when it is not saving). */
+uint64_t pool_backup_unwritten(const struct pool *p);
+
 /* Releases every chunk and the backup and frees the pool. NULL is a no-op. */
 void pool_destroy(struct pool *p, struct backend *b);
 
@@ -213,9 +217,13 @@ struct pool_next {
  * resume is carried on as this pause. New rounds take their event id from
  * ++*event_ids. Fails (next->err) with EALREADY when PAUSED, EBUSY when
  * RESUMING, EPIPE when a host pool with content has no read-write mapper
- * to save it; the pool is then as it was. */
+ * to save it, ENOSPC when its backup's file system (a host_backup_dir
+ * tmpfs) has no room for it once backup_pending bytes (what the saves
+ * under way there are still to write) are set aside; the pool is then as
+ * it was. */
 enum pool_step pool_pause(struct pool *p, struct backend *b,
-			  uint64_t *event_ids, struct pool_next *next);
+			  uint64_t *event_ids, uint64_t backup_pending,
+			  struct pool_next *next);
 
 /* Begins a resume. PAUSED: makes chunks of the same sizes and offsets;
  * with a backup the restorer alone is sent them (RESUMING_RESTORE), the

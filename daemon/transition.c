@@ -404,7 +404,8 @@ static void item_begin(struct node *node, struct transition *t,
 	if (t->resume)
 		step = pool_resume(p, node->backend, &node->next_event_id, &next);
 	else
-		step = pool_pause(p, node->backend, &node->next_event_id, &next);
+		step = pool_pause(p, node->backend, &node->next_event_id,
+				  node_backup_pending(node, p), &next);
 	t->release_ns += uv_hrtime() - t0;
 	item_step(node->backend, p, step, &next);
 }

@@ -589,3 +589,55 @@ TEST(host_backup_dir_without_room_refuses_the_pause)
 	ASSERT(umount(dir) == 0);
 	ASSERT(rmdir(dir) == 0);
 }
+
+/* What the saves under way there are still to write counts against the
+ * room: with a 96 MiB tmpfs, a 64 MiB pool whose saver never answers
+ * keeps a second 64 MiB pool from pausing until it is gone. */
+TEST(host_backup_dir_room_counts_the_saves_under_way)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		SKIP("no mount namespace here: %s", strerror(errno));
+	ASSERT(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+	char dir[] = "/tmp/vramd-small-backup-XXXXXX";
+	ASSERT(mkdtemp(dir) != NULL);
+	if (mount("vramd-test", dir, "tmpfs", 0, "size=96m,mode=0700") < 0) {
+		rmdir(dir);
+		SKIP("cannot mount a tmpfs: %s", strerror(errno));
+	}
+	backup_test_start_in(dir);
+	struct integ_sync s;
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *c = integ_connect("stuck");
+		vram_pool *w = integ_pool(c, "a", "weights", VRAM_POLICY_HOST, 0);
+		void *a;
+		ASSERT_OK(vram_alloc(w, 32 * MiB, &a));
+		integ_signal(s.to_parent[1]);
+		pause(); /* never handles the save event */
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "b", "weights", VRAM_POLICY_HOST, 0);
+	void *b;
+	ASSERT_OK(vram_alloc(w, 32 * MiB, &b));
+	integ_fill(b, 32 * MiB, 9);
+	struct vram_selector sel = { .size = sizeof(sel), .name = "a" };
+	ASSERT_EQ(vram_pause(c, &sel, 200, NULL), -ETIMEDOUT);
+	ASSERT_EQ(integ_info(c, "a").state, VRAM_STATE_PAUSING);
+	ASSERT_EQ(vram_pool_pause(w, NULL), -ENOSPC);
+	ASSERT_EQ(integ_info(c, "b").state, VRAM_STATE_ACTIVE);
+	/* The stuck saver goes: its pool is dropped, and b fits. */
+	kill(pid, SIGKILL);
+	ASSERT_EQ(harness_wait(pid, 5000), 128 + SIGKILL);
+	for (int i = 0; i < 200 && vram_pool_pause(w, NULL) == -ENOSPC; i++)
+		harness_msleep(10);
+	ASSERT_EQ(integ_info(c, "b").state, VRAM_STATE_PAUSED);
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	ASSERT_OK(integ_check(b, 32 * MiB, 9));
+	vram_client_close(c);
+	integ_stop();
+	ASSERT(umount(dir) == 0);
+	ASSERT(rmdir(dir) == 0);
+}
