@@ -233,9 +233,9 @@ static int cuda_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 	return 0;
 }
 
-static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
+static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
+			   struct chunk *c)
 {
-	struct cuda_backend *cb = cuda_of(b);
 	const struct cuda_driver *cu = &cb->cu;
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
@@ -279,6 +279,24 @@ static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	c->fd = fd;
 	c->handle = 0;
 	return 0;
+}
+
+/* A device that claims GPUDirect RDMA with VMM but refuses the flag (or
+ * its export) gets plain chunks from then on, as torch_memory_saver's
+ * would have failed: the flag is worth a retry, never a failed resume. */
+static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
+{
+	struct cuda_backend *cb = cuda_of(b);
+	int r = cuda_chunk_make(cb, dev, c);
+
+	if ((r == -EINVAL || r == -ENOTSUP) && cb->rdma[dev]) {
+		log_warn("cuda: device %u: a GPUDirect RDMA capable chunk "
+			 "could not be made (%s); plain chunks from now on",
+			 dev, strerror(-r));
+		cb->rdma[dev] = false;
+		r = cuda_chunk_make(cb, dev, c);
+	}
+	return r;
 }
 
 static void cuda_chunk_release(struct backend *b, unsigned dev UNUSED, struct chunk *c)

@@ -146,6 +146,28 @@ TEST(fake_chunks_are_rdma_capable_where_the_device_allows)
 	unsetenv("FAKE_CUDA_NO_RDMA");
 }
 
+/* A device that claims the RDMA flag but refuses it gets plain chunks:
+ * the create is retried without it, then made so from the start. */
+TEST(fake_a_refused_rdma_flag_falls_back_to_plain_chunks)
+{
+	setenv("FAKE_CUDA_NO_RDMA", "1", 1);
+	setenv("FAKE_CUDA_RDMA_CLAIMED", "1", 1);
+	struct backend *b = fake_open();
+	for (int i = 0; i < 2; i++) {
+		struct chunk c = { .size = GRAN, .fd = -1 };
+		int before = fake_count("creates");
+		ASSERT_OK(backend_chunk_create(b, 0, &c));
+		ASSERT_EQ(fake_count("rdma_creates"), 0);
+		/* The refused try made nothing; the retry one chunk. */
+		ASSERT_EQ(fake_count("creates") - before, 1);
+		backend_chunk_release(b, 0, &c);
+	}
+	backend_settle(b);
+	backend_destroy(b);
+	unsetenv("FAKE_CUDA_RDMA_CLAIMED");
+	unsetenv("FAKE_CUDA_NO_RDMA");
+}
+
 TEST(fake_unusable_driver_is_enodev)
 {
 	struct backend_config cfg = cuda_config();
@@ -194,6 +216,8 @@ TEST(fake_chunk_fd_is_the_only_reference)
 
 TEST(fake_create_errors_hold_nothing)
 {
+	/* Plain chunks: a refused RDMA flag is retried without it (below). */
+	setenv("FAKE_CUDA_NO_RDMA", "1", 1);
 	struct backend *b = fake_open();
 	struct chunk c = { .size = 2 * GRAN, .fd = -1 };
 	int fds = harness_count_fds(0);
@@ -210,6 +234,7 @@ TEST(fake_create_errors_hold_nothing)
 	ASSERT_EQ(harness_count_fds(0), fds);
 	ASSERT_UEQ(b->used_bytes, 0);
 	backend_destroy(b);
+	unsetenv("FAKE_CUDA_NO_RDMA");
 }
 
 static void release_many(unsigned threads)

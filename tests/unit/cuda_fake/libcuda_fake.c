@@ -507,11 +507,13 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, int dev)
 	return OK;
 }
 
-/* 102: VMM, 110: GPUDirect RDMA with VMM (FAKE_CUDA_NO_RDMA=1: none). */
+/* 102: VMM, 110: GPUDirect RDMA with VMM (FAKE_CUDA_NO_RDMA=1: none;
+ * FAKE_CUDA_RDMA_CLAIMED=1: claimed all the same). */
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev)
 {
 	*v = attr == 102 ? !env_int("FAKE_CUDA_NO_VMM", 0) :
-	     attr == 110 ? !env_int("FAKE_CUDA_NO_RDMA", 0) :
+	     attr == 110 ? !env_int("FAKE_CUDA_NO_RDMA", 0) ||
+				   env_int("FAKE_CUDA_RDMA_CLAIMED", 0) :
 			   1;
 	return OK;
 }
