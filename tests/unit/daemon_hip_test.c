@@ -489,7 +489,7 @@ TEST(pool_of_chunks_pause_and_resume)
 	struct pool_next nx;
 	for (int cycle = 0; cycle < 2; cycle++) {
 		/* Pause: the daemon lets go of each chunk once. */
-		ASSERT_EQ(pool_pause(p, b, &ev, &nx), POOL_STEP_SEND);
+		ASSERT_EQ(pool_pause(p, b, &ev, 0, &nx), POOL_STEP_SEND);
 		ASSERT_EQ(pool_ack(p, A, ev, 0), 1);
 		ASSERT_EQ(pool_advance(p, b, &ev, &nx), POOL_STEP_DONE);
 		ASSERT_UEQ(nx.bytes, 5 * GRAN);

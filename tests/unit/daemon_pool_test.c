@@ -90,7 +90,7 @@ static struct pool_next nx;   /* what the last call asked */
 static enum pool_step pause_(struct pool *p, struct backend *b)
 {
 	memset(&nx, 0, sizeof(nx));
-	return pool_pause(p, b, &ids, &nx);
+	return pool_pause(p, b, &ids, 0, &nx);
 }
 
 static enum pool_step resume_(struct pool *p, struct backend *b)
