@@ -282,10 +282,10 @@ static void mapping_populate_before(void *arg, uint64_t end)
 /* Registers the part of the backup that covers the layout and is not yet
  * registered, in slices, with threads faulting the pages in ahead where
  * the backend pins (a backup given back has none, and the pin faults
- * them in one by one at ~2 GB/s), and,
- * given cp, copies each slice once it is registered: the copy of one
- * slice runs while the next is faulted in and pinned. A failed pin only
- * costs copy speed, so it is logged, not returned; the copy goes on. */
+ * them in one by one at ~2 GB/s); given cp, it copies each slice once it
+ * is registered, so the copy of one slice runs while the next is faulted
+ * in and pinned. A failed pin only costs copy speed, so it is logged, not
+ * returned; the copy goes on. */
 static void mapping_register(struct mapping *m, struct mapping_copying *cp)
 {
 	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
