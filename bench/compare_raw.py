@@ -193,9 +193,19 @@ class Group:
 
     def content_ok(self):
         """Whether the first and last byte of every allocation still hold
-        what fill() wrote (meaningful for backup groups)."""
+        what fill() wrote; for a group without backup (a discard pool,
+        the graph's), whether every allocation is there again at its
+        address: a byte written at each end reads back."""
         d = self.drv
         b = ctypes.c_ubyte()
+        if not self.backup:
+            for a in self.allocs:
+                for off in (0, a.size - 1):
+                    d.check("cuMemsetD8_v2", d.u64(a.ptr + off), ctypes.c_ubyte(0x5A), ctypes.c_size_t(1))
+                    d.check("cuMemcpyDtoH_v2", ctypes.byref(b), d.u64(a.ptr + off), ctypes.c_size_t(1))
+                    if b.value != 0x5A:
+                        return False
+            return True
         for i, a in enumerate(self.allocs):
             for off in (0, a.size - 1):
                 d.check("cuMemcpyDtoH_v2", ctypes.byref(b), d.u64(a.ptr + off), ctypes.c_size_t(1))
