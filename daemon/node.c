@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "log.h"
 #include "peer.h"
@@ -25,23 +24,6 @@ void node_fini(struct node *n)
 	free(n->pools);
 	n->pools = NULL;
 	n->n_pools = n->cap_pools = 0;
-}
-
-uint64_t node_backup_pending(const struct node *n, const struct pool *p)
-{
-	struct stat st, qst;
-	uint64_t sum = 0;
-
-	if (p->policy != POOL_HOST || fstat(p->backup_fd, &st) < 0)
-		return 0;
-	for (unsigned i = 0; i < n->n_pools; i++) {
-		const struct pool *q = n->pools[i];
-		uint64_t left = q == p ? 0 : pool_backup_unwritten(q);
-		if (left && fstat(q->backup_fd, &qst) == 0 &&
-		    qst.st_dev == st.st_dev)
-			sum += left;
-	}
-	return sum;
 }
 
 struct pool *node_pool_by_id(struct node *n, uint64_t id)

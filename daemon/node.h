@@ -59,10 +59,6 @@ void node_init(struct node *n, uv_loop_t *loop, struct backend *b);
 /* Frees the table; its pools must be gone (node_pool_drop). */
 void node_fini(struct node *n);
 
-/* Bytes the host pools' saves under way on p's backup's file system are
- * still to write (p's own aside): what a new save there must leave them. */
-uint64_t node_backup_pending(const struct node *n, const struct pool *p);
-
 struct pool *node_pool_by_id(struct node *n, uint64_t id);
 /* The pool of uid named name (a bare name), or NULL. */
 struct pool *node_pool_by_name(struct node *n, uint32_t uid, const char *name);

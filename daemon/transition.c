@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "log.h"
 #include "message.h"
@@ -335,6 +336,26 @@ static void transition_settled(uv_work_t *w, int status UNUSED)
 	transition_reply(w->data);
 }
 
+/* Bytes the host pools' saves under way on p's backup's file system are
+ * still to write (p's own aside): what a new save there must leave them. */
+static uint64_t transition_backup_pending(const struct node *n,
+					  const struct pool *p)
+{
+	struct stat st, qst;
+	uint64_t sum = 0;
+
+	if (p->policy != POOL_HOST || fstat(p->backup_fd, &st) < 0)
+		return 0;
+	for (unsigned i = 0; i < n->n_pools; i++) {
+		const struct pool *q = n->pools[i];
+		uint64_t left = q == p ? 0 : pool_backup_unwritten(q);
+		if (left && fstat(q->backup_fd, &qst) == 0 &&
+		    qst.st_dev == st.st_dev)
+			sum += left;
+	}
+	return sum;
+}
+
 /* Every pool is done. The transition stays on the node's list until it
  * has answered, so that a requester who leaves meanwhile is forgotten
  * (transition_session_gone); nothing else reaches it: its timer is
@@ -405,7 +426,7 @@ static void item_begin(struct node *node, struct transition *t,
 		step = pool_resume(p, node->backend, &node->next_event_id, &next);
 	else
 		step = pool_pause(p, node->backend, &node->next_event_id,
-				  node_backup_pending(node, p), &next);
+				  transition_backup_pending(node, p), &next);
 	t->release_ns += uv_hrtime() - t0;
 	item_step(node->backend, p, step, &next);
 }
