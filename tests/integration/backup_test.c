@@ -559,22 +559,33 @@ TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
 	ASSERT(rmdir(disk) == 0);
 }
 
+/* In a mount namespace of this case's own (skipped without
+ * CAP_SYS_ADMIN), mounts a tmpfs of mib MiB at dir (a mkdtemp template)
+ * and starts vramd with host_backup_dir there. */
+static void backup_test_start_small(char *dir, unsigned mib)
+{
+	char opts[64];
+
+	if (unshare(CLONE_NEWNS) < 0)
+		SKIP("no mount namespace here: %s", strerror(errno));
+	ASSERT(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
+	ASSERT(mkdtemp(dir) != NULL);
+	snprintf(opts, sizeof(opts), "size=%um,mode=0700", mib);
+	if (mount("vramd-test", dir, "tmpfs", 0, opts) < 0) {
+		rmdir(dir);
+		SKIP("cannot mount a tmpfs: %s", strerror(errno));
+	}
+	backup_test_start_in(dir);
+}
+
 /* A host_backup_dir without room for a backup refuses the pause (ENOSPC,
  * the pool stays active with its content): a save into a full tmpfs would
  * fault in the saver, not fail. In a mount namespace of the case's own,
  * with a 16 MiB tmpfs (needs CAP_SYS_ADMIN: skipped without). */
 TEST(host_backup_dir_without_room_refuses_the_pause)
 {
-	if (unshare(CLONE_NEWNS) < 0)
-		SKIP("no mount namespace here: %s", strerror(errno));
-	ASSERT(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
 	char dir[] = "/tmp/vramd-small-backup-XXXXXX";
-	ASSERT(mkdtemp(dir) != NULL);
-	if (mount("vramd-test", dir, "tmpfs", 0, "size=16m,mode=0700") < 0) {
-		rmdir(dir);
-		SKIP("cannot mount a tmpfs: %s", strerror(errno));
-	}
-	backup_test_start_in(dir);
+	backup_test_start_small(dir, 16);
 	vram_client *c = integ_connect("engine");
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
 	void *a;
@@ -595,16 +606,8 @@ TEST(host_backup_dir_without_room_refuses_the_pause)
  * keeps a second 64 MiB pool from pausing until it is gone. */
 TEST(host_backup_dir_room_counts_the_saves_under_way)
 {
-	if (unshare(CLONE_NEWNS) < 0)
-		SKIP("no mount namespace here: %s", strerror(errno));
-	ASSERT(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0);
 	char dir[] = "/tmp/vramd-small-backup-XXXXXX";
-	ASSERT(mkdtemp(dir) != NULL);
-	if (mount("vramd-test", dir, "tmpfs", 0, "size=96m,mode=0700") < 0) {
-		rmdir(dir);
-		SKIP("cannot mount a tmpfs: %s", strerror(errno));
-	}
-	backup_test_start_in(dir);
+	backup_test_start_small(dir, 96);
 	struct integ_sync s;
 	integ_sync_init(&s);
 	pid_t pid = fork();
