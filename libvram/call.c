@@ -228,14 +228,22 @@ static int call_process(struct vram_client *c, const struct wire_frame *f)
 		snprintf(saved, sizeof(saved), "%s", error_get());
 		if (events_handle(c, msg->event, f, &ack)) {
 			call_ack(c, &ack);
-			/* With the daemon's "mappers" figure: what of it was
-			 * this process, from the frame in to the ack out. */
+			/* Beside the daemon's "mappers" figure: what of it
+			 * was this process, from the frame in to the ack out,
+			 * and how long since this reader's previous ack (with
+			 * the daemon's log, whether the frame waited). */
+			int64_t idle = c->last_ack_ns ?
+					       t0 - c->last_ack_ns :
+					       0;
+			double ms = clock_lap_ms(&t0);
+			c->last_ack_ns = t0;
 			log_write(VRAM_LOG_DEBUG,
 				  "event %d of pool %llu: acked %.3f ms after "
-				  "it came in",
+				  "it came in, which was %.3f ms after the "
+				  "ack before it",
 				  (int)msg->event->kind,
-				  (unsigned long long)msg->event->pool_id,
-				  clock_lap_ms(&t0));
+				  (unsigned long long)msg->event->pool_id, ms,
+				  (double)idle / 1e6);
 		}
 		error_restore(saved);
 		vram__server_msg__free_unpacked(msg, NULL);

@@ -45,6 +45,7 @@ struct vram_client {
 	int sock;
 	int wake_fd;	   /* eventfd: wakes the reader out of poll */
 	struct wire_rx rx; /* touched only by the reader */
+	int64_t last_ack_ns; /* when the reader last acked an event (debug log) */
 	uint64_t next_id;
 	struct call *calls; /* waiting for their response */
 	bool reader;	    /* some thread holds the reader role */
