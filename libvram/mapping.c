@@ -188,17 +188,16 @@ static void mapping_backup_wait_upto(struct mapping *m, uint64_t end)
 		return;
 	if (end > g->len)
 		end = g->len;
+	/* The gate's lock is taken inside g's (never the other way round:
+	 * the thread holds neither while it takes the other). */
 	pthread_mutex_lock(&g->mu);
-	bool behind = g->given < end;
+	if (g->given < end) {
+		mapping_gate_add(&mapping_gate.urgent, 1);
+		while (g->given < end)
+			pthread_cond_wait(&g->moved, &g->mu);
+		mapping_gate_add(&mapping_gate.urgent, -1);
+	}
 	pthread_mutex_unlock(&g->mu);
-	if (!behind)
-		return;
-	mapping_gate_add(&mapping_gate.urgent, 1);
-	pthread_mutex_lock(&g->mu);
-	while (g->given < end)
-		pthread_cond_wait(&g->moved, &g->mu);
-	pthread_mutex_unlock(&g->mu);
-	mapping_gate_add(&mapping_gate.urgent, -1);
 }
 
 /* Registers [off, off + len) of the backup as one region. */
