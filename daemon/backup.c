@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "attr.h"
@@ -21,12 +22,6 @@
 /* host_backup_dir, "" for memfds: set once at start, before any pool. */
 static char backup_host_dir[256];
 
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC 0x01021994
-#endif
-#ifndef HUGETLBFS_MAGIC
-#define HUGETLBFS_MAGIC 0x958458f6
-#endif
 
 /* A host backup: an unnamed file in host_backup_dir, or a memfd. */
 static int backup_host_open(void)
@@ -112,13 +107,13 @@ int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
 int backup_room(int fd, uint64_t need, uint64_t *avail)
 {
 	struct statfs sf;
-	uint64_t held = backup_held(fd);
 
 	*avail = UINT64_MAX;
 	/* A memfd's file system has no size of its own (f_blocks 0). */
 	if (fd < 0 || fstatfs(fd, &sf) < 0 || sf.f_blocks == 0)
 		return 0;
 	*avail = (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize;
+	uint64_t held = backup_held(fd);
 	return need > held && need - held > *avail ? -ENOSPC : 0;
 }
 

@@ -342,15 +342,21 @@ static uint64_t transition_backup_pending(const struct node *n,
 					  const struct pool *p)
 {
 	struct stat st, qst;
+	bool have_st = false;
 	uint64_t sum = 0;
 
-	if (p->policy != POOL_HOST || fstat(p->backup_fd, &st) < 0)
+	if (p->policy != POOL_HOST)
 		return 0;
+	/* Nearly always no other save is under way: no stat at all then. */
 	for (unsigned i = 0; i < n->n_pools; i++) {
 		const struct pool *q = n->pools[i];
 		uint64_t left = q == p ? 0 : pool_backup_unwritten(q);
-		if (left && fstat(q->backup_fd, &qst) == 0 &&
-		    qst.st_dev == st.st_dev)
+		if (!left)
+			continue;
+		if (!have_st && fstat(p->backup_fd, &st) < 0)
+			return 0;
+		have_st = true;
+		if (fstat(q->backup_fd, &qst) == 0 && qst.st_dev == st.st_dev)
 			sum += left;
 	}
 	return sum;

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -502,7 +503,7 @@ TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
 {
 	char dir[] = "/dev/shm/vramd-host-backup-XXXXXX";
 	struct statfs sf;
-	if (statfs("/dev/shm", &sf) < 0 || sf.f_type != 0x01021994)
+	if (statfs("/dev/shm", &sf) < 0 || sf.f_type != TMPFS_MAGIC)
 		SKIP("no tmpfs at /dev/shm");
 	ASSERT(mkdtemp(dir) != NULL);
 	backup_test_start_in(dir);
@@ -540,7 +541,7 @@ TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
 	/* A directory on a disk (or anything not memory) is refused. */
 	char disk[] = "/var/tmp/vramd-host-backup-disk-XXXXXX";
 	ASSERT(mkdtemp(disk) != NULL);
-	if (statfs(disk, &sf) == 0 && sf.f_type != 0x01021994) {
+	if (statfs(disk, &sf) == 0 && sf.f_type != TMPFS_MAGIC) {
 		char real[PATH_MAX], bad[PATH_MAX + 32];
 		ASSERT(realpath(disk, real) != NULL);
 		snprintf(bad, sizeof(bad), "host_backup_dir=%s", real);
