@@ -710,23 +710,32 @@ static void frame_check(const struct wire_frame *f, int i, size_t len,
 	}
 }
 
+/* A socket pair whose sending side (sv[0]) takes 4 KiB at a time, so that
+ * frames go out in parts, and a fresh tx and rx; the fds open then. */
+static int tx_pair_small(int sv[2], struct wire_tx *tx, struct wire_rx *rx)
+{
+	int sndbuf = 4096;
+
+	sock_pair(sv);
+	ASSERT_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
+			     sizeof(sndbuf)),
+		  0);
+	wire_tx_init(tx);
+	wire_rx_init(rx);
+	return fd_count();
+}
+
 TEST(tx_partial_writes)
 {
 	enum { N = 64 };
 	struct wire_frame f = { 0 };
 	struct wire_tx tx;
 	struct wire_rx rx;
-	int sv[2], sndbuf = 4096, base, partial = 0;
+	int sv[2], base, partial = 0;
 	static uint8_t payload[16384];
 	char text[32];
 
-	sock_pair(sv);
-	ASSERT_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			     sizeof(sndbuf)),
-		  0);
-	wire_tx_init(&tx);
-	wire_rx_init(&rx);
-	base = fd_count();
+	base = tx_pair_small(sv, &tx, &rx);
 	for (int i = 0; i < N; i++) {
 		size_t len = 3000 + (size_t)i * 157;
 		frame_fill(payload, i, len);
@@ -820,17 +829,11 @@ TEST(tx_send_direct_then_queued)
 	struct wire_frame f = { 0 };
 	struct wire_tx tx;
 	struct wire_rx rx;
-	int sv[2], sndbuf = 4096, base, direct = 0, queued = 0;
+	int sv[2], base, direct = 0, queued = 0;
 	static uint8_t payload[16384];
 	char text[32];
 
-	sock_pair(sv);
-	ASSERT_EQ(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf,
-			     sizeof(sndbuf)),
-		  0);
-	wire_tx_init(&tx);
-	wire_rx_init(&rx);
-	base = fd_count();
+	base = tx_pair_small(sv, &tx, &rx);
 	ASSERT_EQ(wire_tx_send(&tx, sv[0], payload, WIRE_MAX_PAYLOAD + 1, NULL,
 			       0),
 		  -EMSGSIZE);
