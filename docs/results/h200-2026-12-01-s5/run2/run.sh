@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 5, device run 2: the pipelined save (host and RL, vramd and the
 # floor, with libvram's and vramd's logs), host_pin's copy rates, then as
 # much of tms_test.py as fits.

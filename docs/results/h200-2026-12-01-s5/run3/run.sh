@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 5, device run 3: the whole comparison (no sweeps) with host
 # backups in a tmpfs mounted huge=within_size (host_backup_dir), libvram's
 # and vramd's logs.

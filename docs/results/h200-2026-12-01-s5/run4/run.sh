@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 5, device run 4: a retained 16 GiB restore with 1, 2 and 4 copy streams.
 export VRAMD_BIN=$PWD/build/vramd VRAMCTL_BIN=$PWD/build/vramctl VRAM_BUILD=$PWD/build
 G=tools/gpu-prepare.sh
