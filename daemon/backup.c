@@ -22,7 +22,6 @@
 /* host_backup_dir, "" for memfds: set once at start, before any pool. */
 static char backup_host_dir[256];
 
-
 /* A host backup: an unnamed file in host_backup_dir, or a memfd. */
 static int backup_host_open(void)
 {

@@ -3,8 +3,8 @@
  * populate.h. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
