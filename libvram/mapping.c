@@ -7,8 +7,10 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "mapping.h"
 #include "populate.h"
@@ -118,13 +120,19 @@ int mapping_backup_map(struct mapping *m, int fd)
  * in the retaining column, which has none: docs/results/h200-2026-12-01-
  * s4); a soft hold gives way as soon as anyone waits for a
  * give-back to move on (a save behind its punch, a join), since that
- * waiter may be what the resume itself waits for. */
+ * waiter may be what the resume itself waits for. The hold outlasts the
+ * call by MAPPING_GATE_LINGER_MS: an engine wakes its pools in calls that
+ * follow each other within a millisecond or two (weights, KV cache,
+ * graph), and a slice's unpin started between two of them delays the
+ * next one (the RL step's graph wake, 2.7 ms with the weights' give-back
+ * under way against 1.5 without: docs/results/h200-2026-12-01-s6). */
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t idle;
 	unsigned busy, soft, urgent;
+	int64_t soft_until_ns; /* the last soft hold's linger ends */
 } mapping_gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0,
-		   0 };
+		   0, 0 };
 
 static void mapping_gate_add(unsigned *count, int by)
 {
@@ -151,15 +159,38 @@ void mapping_gate_soft_enter(void)
 
 void mapping_gate_soft_leave(void)
 {
-	mapping_gate_add(&mapping_gate.soft, -1);
+	pthread_mutex_lock(&mapping_gate.mu);
+	mapping_gate.soft--;
+	mapping_gate.soft_until_ns =
+		clock_now_ns() + MAPPING_GATE_LINGER_MS * 1000000LL;
+	pthread_cond_broadcast(&mapping_gate.idle);
+	pthread_mutex_unlock(&mapping_gate.mu);
 }
 
 static void mapping_gate_wait_idle(void)
 {
 	pthread_mutex_lock(&mapping_gate.mu);
-	while (mapping_gate.busy ||
-	       (mapping_gate.soft && !mapping_gate.urgent))
-		pthread_cond_wait(&mapping_gate.idle, &mapping_gate.mu);
+	for (;;) {
+		int64_t now = clock_now_ns();
+
+		if (mapping_gate.busy ||
+		    (mapping_gate.soft && !mapping_gate.urgent)) {
+			pthread_cond_wait(&mapping_gate.idle, &mapping_gate.mu);
+		} else if (!mapping_gate.urgent &&
+			   now < mapping_gate.soft_until_ns) {
+			struct timespec ts = {
+				.tv_sec = mapping_gate.soft_until_ns /
+					  1000000000,
+				.tv_nsec = mapping_gate.soft_until_ns %
+					   1000000000,
+			};
+			pthread_cond_clockwait(&mapping_gate.idle,
+					       &mapping_gate.mu,
+					       CLOCK_MONOTONIC, &ts);
+		} else {
+			break;
+		}
+	}
 	pthread_mutex_unlock(&mapping_gate.mu);
 }
 

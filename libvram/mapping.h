@@ -116,8 +116,9 @@ int mapping_save(struct mapping *m);
 int mapping_restore(struct mapping *m);
 
 /* Holds back this process's give-backs' unpins while a resume call is
- * under way, short of anyone waiting for a give-back (mapping.c, the
- * gate). */
+ * under way and for MAPPING_GATE_LINGER_MS after, short of anyone waiting
+ * for a give-back (mapping.c, the gate). */
+#define MAPPING_GATE_LINGER_MS 20
 void mapping_gate_soft_enter(void);
 void mapping_gate_soft_leave(void);
 

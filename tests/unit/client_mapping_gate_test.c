@@ -260,6 +260,51 @@ TEST(a_resume_call_holds_unpins_back_until_a_save_needs_them)
 	mapping_release(&m);
 }
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The soft hold outlasts a resume call by MAPPING_GATE_LINGER_MS, so
+ * that the engine's next resume call (its KV cache after its weights)
+ * finds no unpin under way; once no call came for that long, the unpins
+ * go on by themselves. */
+TEST(the_soft_hold_outlasts_a_resume_call_by_its_linger)
+{
+	struct vmm v = { .ops = &fake_ops };
+	struct mapping m;
+
+	atomic_store(&rec.map_gate_fd, -1);
+	backup_mapping_make(&m, &v, 1024 * MiB, 1, NULL, 0);
+	int before = atomic_load(&rec.unregisters);
+
+	/* The weights' resume call gives the backup back and returns; the
+	 * KV cache's call follows 2 ms later, within the linger, and runs
+	 * long. (Without the linger the four fake unpins, which take no
+	 * time, are made in those 2 ms.) */
+	mapping_gate_soft_enter();
+	ASSERT(mapping_backup_give_back(&m) == 0);
+	mapping_gate_soft_leave();
+	sleep_ms(2);
+	mapping_gate_soft_enter();
+	sleep_ms(100);
+	ASSERT_EQ(atomic_load(&rec.unregisters), before);
+	/* The last call returns: no unpin before its linger has passed,
+	 * every one after it, without anyone waiting for them. */
+	int64_t left = mono_ms();
+	mapping_gate_soft_leave();
+	while (atomic_load(&rec.unregisters) < before + 4 &&
+	       mono_ms() - left < 10000)
+		sleep_ms(1);
+	int64_t took = mono_ms() - left;
+	ASSERT_EQ(atomic_load(&rec.unregisters), before + 4);
+	ASSERT(took >= MAPPING_GATE_LINGER_MS);
+	ASSERT(mapping_backup_wait(&m) == 0);
+	mapping_release(&m);
+}
+
 /* A save right after a give-back (a pause soon after a resume that gave
  * its backup back) fills the backup behind the give-back's punch, slice
  * by slice: every byte it saved is still there once the punch is done. */
