@@ -1,0 +1,311 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What the RL step's KV wake pays in cuMemCreate, and what it depends on.
+
+bench/compare.py's RL step wakes 64 GiB of KV cache right after a trainer
+process freed 100 GiB and the weights woke. Upstream torch_memory_saver's
+KV create took ~3 ms there, vramd's daemon ~74 ms and the in-process floor
+~61 (docs/results/h200-2026-12-01-s5). The three differ in how they make
+the allocation: whether the creating process has a context current,
+whether the allocation is GPUDirect RDMA capable, and whether it can be
+exported as a POSIX fd (the daemon's must be). The probe makes
+the same step in a creator process of its own:
+
+    creator: create weights (16 GiB as 256 x 64 MiB) and KV (one 64 GiB)
+    cycle:   creator releases KV, then weights
+             trainer (bench/compare_child.py --trainer, torch) allocates
+             100 GiB in 1 GiB tensors, writes, frees, empties its cache
+             creator creates weights, waits --gap ms (the weights' restore),
+             creates KV: timed
+
+with each of the eight combinations (--modes flags), or with the flags of
+torch_memory_saver and of vramd's daemon: "wake" creates the weights in
+one burst, "wake-spread" paces their creates over the gap. "floor" and
+"floor-interleaved" run bench/compare_raw.py's engine in this process,
+with a real restore of the weights, all creates first (as the floor and
+vramd do) or piece by piece (as torch_memory_saver does). "pump:P:MIB"
+makes a burst wake while a thread of the creator creates and releases one
+MIB allocation every P ms from the trainer's free on ("pump-all": from
+the engine's release on, through the trainer's step, whose time it
+prints); "-hold" keeps the last 64 of them instead of releasing each at
+once.
+
+    python3 bench/create_probe.py [--cycles 4] [--gap 490] [--modes M,..] [--out FILE.json]
+
+It prints one line per case: the KV create's min / median / max ms.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_raw import (  # noqa: E402
+    CU_MEM_ALLOCATION_TYPE_PINNED,
+    CU_MEM_LOCATION_TYPE_DEVICE,
+    _Prop,
+)
+
+GiB = 1 << 30
+MiB = 1 << 20
+CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
+CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 110
+
+
+class Creator:
+    """The creating side, in this process: only cuMemCreate/cuMemRelease,
+    as vramd's daemon makes its chunks."""
+
+    def __init__(self, ctx, rdma, fd):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.check("cuInit", 0)
+        dev = ctypes.c_int()
+        self.check("cuDeviceGet", ctypes.byref(dev), 0)
+        if ctx:
+            c = ctypes.c_void_p()
+            self.check("cuDevicePrimaryCtxRetain", ctypes.byref(c), dev.value)
+            self.check("cuCtxSetCurrent", c)
+        self.prop = _Prop()
+        self.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
+        self.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE
+        self.prop.location.id = dev.value
+        if fd:
+            self.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+        if rdma:
+            a = ctypes.c_int()
+            self.check("cuDeviceGetAttribute", ctypes.byref(a),
+                       CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev.value)
+            self.prop.allocFlags.gpuDirectRDMACapable = 1 if a.value else 0
+        self.handles = {}
+
+    def check(self, name, *args):
+        r = getattr(self.lib, name)(*args)
+        if r != 0:
+            raise RuntimeError(f"{name}: CUresult {r}")
+
+    def create(self, key, n, size):
+        t0 = time.perf_counter()
+        hs = []
+        for _ in range(n):
+            h = ctypes.c_uint64()
+            self.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(self.prop),
+                       ctypes.c_uint64(0))
+            hs.append(h.value)
+        self.handles[key] = hs
+        return (time.perf_counter() - t0) * 1e3
+
+    def release(self, key):
+        for h in self.handles.pop(key):
+            self.check("cuMemRelease", ctypes.c_uint64(h))
+
+
+def pump_run(c, every_ms, size, hold, stop):
+    """Creates one allocation of size every every_ms until stop; releases
+    each at once, or (hold > 0) keeps the last hold of them."""
+    held = []
+    while not stop.wait(every_ms / 1e3):
+        h = ctypes.c_uint64()
+        c.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(c.prop), ctypes.c_uint64(0))
+        held.append(h.value)
+        while len(held) > hold:
+            c.check("cuMemRelease", ctypes.c_uint64(held.pop(0)))
+    for h in held:
+        c.check("cuMemRelease", ctypes.c_uint64(h))
+
+
+def creator_main(ctx, rdma, fd, gap_ms):
+    c = Creator(ctx, rdma, fd)
+    c.create("weights", 256, 64 * MiB)
+    c.create("kv", 1, 64 * GiB)
+    pump, pump_stop = None, threading.Event()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "release":
+            c.release("kv")
+            c.release("weights")
+            r = {}
+        elif cmd.startswith("pump:"):
+            # From now until the next wake, a thread creates and releases
+            # one small allocation every P ms (what vramd's daemon does
+            # while a pool is paused: daemon/backend/cuda.c).
+            _, every, mib, hold = cmd.split(":")
+            pump_stop.clear()
+            pump = threading.Thread(target=pump_run, args=(c, float(every), int(mib) * MiB, int(hold), pump_stop))
+            pump.start()
+            r = {}
+        elif cmd in ("wake", "wake-spread"):
+            # wake: the weights' creates in one burst, then the gap;
+            # wake-spread: the same creates paced over the gap, as an
+            # engine that creates each piece before copying it does.
+            t0 = time.perf_counter()
+            pace = gap_ms / 1e3 / 256 if cmd == "wake-spread" else 0
+            hs = []
+            for _ in range(256):
+                c.create("one", 1, 64 * MiB)
+                hs += c.handles.pop("one")
+                if pace:
+                    time.sleep(pace)
+            c.handles["weights"] = hs
+            w = (time.perf_counter() - t0) * 1e3
+            if not pace:
+                time.sleep(gap_ms / 1e3)
+            kv_ms = c.create("kv", 1, 64 * GiB)
+            if pump:
+                pump_stop.set()
+                pump.join()
+                pump = None
+            r = {"weights_ms": w, "kv_ms": kv_ms}
+        else:
+            break
+        print(json.dumps(r), flush=True)
+    return 0
+
+
+def floor_cycles(trainer, cycles, interleaved):
+    """The floor's engine (bench/compare_raw.py) in this process: weights
+    with a pinned backup, KV without; the KV create timed after the
+    weights' wake, which creates every piece before copying any (as the
+    floor and vramd do) or creates, maps and copies piece by piece (as
+    torch_memory_saver does)."""
+    from compare_raw import Driver, Group
+
+    d = Driver()
+    w = Group(d, [64 * MiB] * 256, True)
+    kv = Group(d, [64 * GiB], False)
+    kv_ms, w_ms = [], []
+    for _ in range(cycles):
+        kv.pause()
+        w.pause()
+        trainer.step(100 * GiB, GiB)
+        t0 = time.perf_counter()
+        if interleaved:
+            for a in w.allocs:
+                h = d.u64()
+                d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(a.size), ctypes.byref(d.prop), d.u64(0))
+                a.handle = h.value
+                d.check("cuMemMap", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.c_size_t(0), d.u64(a.handle),
+                        d.u64(0))
+                d.check("cuMemSetAccess", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.byref(d.access),
+                        ctypes.c_size_t(1))
+                d.check("cuMemcpyHtoD_v2", d.u64(a.ptr), ctypes.c_void_p(w.host + a.host_off),
+                        ctypes.c_size_t(a.size))
+            d.sync()
+        else:
+            w.resume()
+        t1 = time.perf_counter()
+        a = kv.allocs[0]
+        h = d.u64()
+        d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(a.size), ctypes.byref(d.prop), d.u64(0))
+        t2 = time.perf_counter()
+        a.handle = h.value
+        d.check("cuMemMap", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.c_size_t(0), d.u64(a.handle), d.u64(0))
+        d.check("cuMemSetAccess", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.byref(d.access), ctypes.c_size_t(1))
+        d.sync()
+        w_ms.append((t1 - t0) * 1e3)
+        kv_ms.append((t2 - t1) * 1e3)
+    w.close()
+    kv.close()
+    return kv_ms, w_ms
+
+
+def ask(p, cmd):
+    p.stdin.write(cmd + "\n")
+    p.stdin.flush()
+    line = p.stdout.readline()
+    if not line:
+        raise RuntimeError(f"creator died (rc {p.wait()})")
+    return json.loads(line)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cycles", type=int, default=4)
+    ap.add_argument("--gap", type=float, default=490.0, help="ms between the weights' and the KV's create")
+    ap.add_argument("--modes", default="wake,wake-spread,floor,floor-interleaved",
+                    help="flags (all eight create combinations), wake, wake-spread, floor, floor-interleaved, "
+                    "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB")
+    ap.add_argument("--out")
+    ap.add_argument("--creator", nargs=3, type=int, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.creator:
+        return creator_main(*a.creator, a.gap)
+
+    from compare_child import Trainer
+
+    trainer = Trainer()
+    rows = []
+    print(f"KV create (one 64 GiB cuMemCreate) after a trainer freed 100 GiB, {a.cycles} cycles, ms "
+          "min / median / max")
+
+    def row(label, kv, w, **kw):
+        rows.append(dict(kw, case=label, kv_ms=kv, weights_ms=w))
+        print(f"{label}: KV {min(kv):.1f} / {statistics.median(kv):.1f} / {max(kv):.1f}   "
+              f"weights {statistics.median(w):.1f}", flush=True)
+
+    modes = a.modes.split(",")
+    combos = [(c, r, f) for c in (1, 0) for r in (1, 0) for f in (0, 1)]
+    if "flags" not in modes:
+        combos = [(1, 1, 0), (0, 1, 1)]  # torch_memory_saver's, vramd's daemon's
+    for cmd in [m for m in ("wake", "wake-spread") if m in modes or (m == "wake" and "flags" in modes)]:
+        for ctx, rdma, fd in combos:
+            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--gap", str(a.gap),
+                                  "--creator", str(ctx), str(rdma), str(fd)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            if p.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"creator did not start (rc {p.wait()})")
+            kv, w = [], []
+            for _ in range(a.cycles):
+                ask(p, "release")
+                trainer.step(100 * GiB, GiB)
+                r = ask(p, cmd)
+                kv.append(r["kv_ms"])
+                w.append(r["weights_ms"])
+            p.stdin.close()
+            p.wait(60)
+            row(f"{cmd} ctx {ctx} rdma {rdma} fd {fd}", kv, w, ctx=ctx, rdma=rdma, fd=fd)
+    for m in [m for m in modes if m.startswith("pump")]:
+        # pump:P:MIB (from the trainer's free on) or pump-all:P:MIB (from
+        # the engine's release on, through the trainer's whole step), with
+        # vramd's daemon's flags, then a burst wake.
+        kind, every, mib = m.split(":")[:3]
+        hold = 64 if kind.endswith("-hold") else 0
+        kind = kind.removesuffix("-hold")
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--gap", str(a.gap),
+                              "--creator", "0", "1", "1"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        if p.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"creator did not start (rc {p.wait()})")
+        kv, w, tr = [], [], []
+        for _ in range(a.cycles):
+            ask(p, "release")
+            if kind == "pump-all":
+                ask(p, f"pump:{every}:{mib}:{hold}")
+            t = trainer.step(100 * GiB, GiB)
+            tr.append(t["alloc_ms"] + t["write_ms"] + t["free_ms"])
+            if kind == "pump":
+                ask(p, f"pump:{every}:{mib}:{hold}")
+            r = ask(p, "wake")
+            kv.append(r["kv_ms"])
+            w.append(r["weights_ms"])
+        p.stdin.close()
+        p.wait(60)
+        row(f"{m} (trainer {statistics.median(tr):.1f})", kv, w, trainer_ms=tr)
+    for m in ("floor", "floor-interleaved"):
+        if m in modes:
+            kv, w = floor_cycles(trainer, a.cycles, m == "floor-interleaved")
+            row(m, kv, w)
+    trainer.close()
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
