@@ -137,6 +137,7 @@ void node_pool_drop(struct node *n, struct pool *p, struct session *except)
 		}
 	}
 	pool_destroy(p, n->backend);
+	transition_pump_update(n);
 }
 
 static bool field_set(const char *s)

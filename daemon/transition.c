@@ -369,6 +369,7 @@ static uint64_t transition_backup_pending(const struct node *n,
 static void transition_finish(struct transition *t)
 {
 	uv_timer_stop(&t->timer);
+	transition_pump_update(t->node);
 	t->t_settle = uv_hrtime();
 	if (backend_settled(t->node->backend)) {
 		transition_reply(t);
@@ -428,11 +429,20 @@ static void item_begin(struct node *node, struct transition *t,
 	it->backup = t->resume && p->backup_valid;
 	uint64_t t0 = uv_hrtime();
 	it->t_begin = t0;
-	if (t->resume)
+	if (t->resume) {
 		step = pool_resume(p, node->backend, &node->next_event_id, &next);
-	else
+		/* The engine is waking its pools: keep the driver clearing
+		 * what the trainer freed (transition_pump_update). Only once this
+		 * resume's chunks are made: a pump allocation between a
+		 * release and the create of the same size right after it
+		 * costs the create its fast path (a 64 GiB discard pool's
+		 * resume took 119 ms instead of 4.5 on the H200). */
+		backend_pump_set(node->backend, p->device, true);
+	}
+	else {
 		step = pool_pause(p, node->backend, &node->next_event_id,
 				  transition_backup_pending(node, p), &next);
+	}
 	t->release_ns += uv_hrtime() - t0;
 	item_step(node->backend, p, step, &next);
 }
@@ -516,6 +526,22 @@ int transition_run(struct node *node, struct session *requester,
 	}
 	uv_timer_start(&t->timer, transition_timeout, timeout_ms, 0);
 	return 0;
+}
+
+void transition_pump_update(struct node *node)
+{
+	bool lent[BACKEND_MAX_DEVICES] = { false };
+
+	for (unsigned i = 0; i < node->n_pools; i++) {
+		const struct pool *p = node->pools[i];
+		if (p->state != POOL_ACTIVE && p->device < BACKEND_MAX_DEVICES)
+			lent[p->device] = true;
+	}
+	/* A resume that failed leaves its pool paused, and the pump on:
+	 * the engine will try again. */
+	for (unsigned d = 0; d < node->backend->n_devices; d++)
+		if (!lent[d])
+			backend_pump_set(node->backend, d, false);
 }
 
 void transition_pool_dropped(struct pool *p)

@@ -100,6 +100,12 @@ void transition_advance(struct node *node, struct pool *p);
 /* p is being dropped: its request, if any, records ENOENT for it. */
 void transition_pool_dropped(struct pool *p);
 
+/* The backend's clearing pump (backend_pump_set, cuda_pump.h) runs on a
+ * device from a resume there, once its chunks are made, until no pool of
+ * the device is left paused: this turns it off on each device where none
+ * is. Called after every transition and when a pool goes. */
+void transition_pump_update(struct node *node);
+
 /* s is closing: requests it made are still carried out, unanswered. */
 void transition_session_gone(struct node *node, struct session *s);
 

@@ -207,3 +207,9 @@ bool backend_settled(struct backend *b)
 {
 	return !b->ops->settled || b->ops->settled(b);
 }
+
+void backend_pump_set(struct backend *b, unsigned dev, bool on)
+{
+	if (dev < b->n_devices && b->ops->pump_set)
+		b->ops->pump_set(b, dev, on);
+}

@@ -74,6 +74,11 @@ struct backend_ops {
 	void (*settle)(struct backend *b);
 	/* Optional, with settle: would settle return at once? Cheap. */
 	bool (*settled)(struct backend *b);
+	/* Optional: while on (and for a bounded time after the last
+	 * on), keeps the device clearing what other processes free, so that
+	 * the next large chunk does not wait for it (cuda_pump.h). Cheap;
+	 * never waits. */
+	void (*pump_set)(struct backend *b, unsigned dev, bool on);
 };
 
 struct backend {
@@ -117,6 +122,9 @@ uint64_t backend_free_bytes(struct backend *b);
  * waits (call it off the loop), settled is true when it would not. */
 void backend_settle(struct backend *b);
 bool backend_settled(struct backend *b);
+/* The ops' pump_set, where the backend has one: the node turns it on at
+ * each resume and off once nothing of dev is paused (node.h). */
+void backend_pump_set(struct backend *b, unsigned dev, bool on);
 
 /* Each backend's constructor; -ENOENT/-ENODEV when it cannot run here. */
 int backend_host_open(const struct backend_config *cfg, struct backend **out);

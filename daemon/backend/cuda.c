@@ -30,6 +30,7 @@
 #include "attr.h"
 #include "env.h"
 #include "cuda_driver.h"
+#include "cuda_pump.h"
 #include "log.h"
 #include "nvml.h"
 
@@ -62,6 +63,7 @@ struct cuda_backend {
 	bool rdma[BACKEND_MAX_DEVICES];
 	int warned_no_nvml;
 	struct closer closer;
+	struct cuda_pump *pump; /* NULL: none (VRAM_CUDA_PUMP_MS=0) */
 };
 
 static struct cuda_backend *cuda_of(struct backend *b)
@@ -203,6 +205,7 @@ static void cuda_destroy(struct backend *b)
 {
 	struct cuda_backend *cb = cuda_of(b);
 
+	cuda_pump_close(cb->pump);
 	closer_destroy(&cb->closer);
 	nvml_close(cb->nvml);
 	/* libcuda stays loaded: its threads outlive any dlclose. */
@@ -317,6 +320,11 @@ static bool cuda_settled(struct backend *b)
 	return closer_idle(&cuda_of(b)->closer);
 }
 
+static void cuda_pump_set_op(struct backend *b, unsigned dev, bool on)
+{
+	cuda_pump_set(cuda_of(b)->pump, dev, on);
+}
+
 /* Processes using the device, from NVML (no context needed). */
 static int cuda_processes(struct backend *b, unsigned dev,
 			  struct backend_process **out)
@@ -355,6 +363,7 @@ static const struct backend_ops cuda_ops = {
 	.processes = cuda_processes,
 	.settle = cuda_settle,
 	.settled = cuda_settled,
+	.pump_set = cuda_pump_set_op,
 };
 
 /* ---- opening ------------------------------------------------------------ */
@@ -503,6 +512,16 @@ int backend_cuda_open(const struct backend_config *cfg UNUSED, struct backend **
 			free(cb);
 			return r;
 		}
+	}
+	uint64_t gran[BACKEND_MAX_DEVICES];
+	for (unsigned i = 0; i < cb->base.n_devices; i++)
+		gran[i] = cb->base.devices[i].granularity;
+	r = cuda_pump_open(&cb->cu, cb->cudev, gran, cb->base.n_devices,
+			   &cb->pump);
+	if (r < 0) {
+		nvml_close(cb->nvml);
+		free(cb);
+		return r;
 	}
 	closer_init(&cb->closer, cuda_release_threads());
 	*out = &cb->base;

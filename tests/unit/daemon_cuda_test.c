@@ -6,6 +6,7 @@
  * by the settle operation (which the daemon runs off its loop). On a machine with a GPU, the real driver's
  * devices are checked too. */
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -166,6 +167,88 @@ TEST(fake_a_refused_rdma_flag_falls_back_to_plain_chunks)
 	backend_destroy(b);
 	unsetenv("FAKE_CUDA_RDMA_CLAIMED");
 	unsetenv("FAKE_CUDA_NO_RDMA");
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);
+}
+
+/* Waits up to 5 s for fake_count(what) to reach at least n. */
+static int count_reaches(const char *what, int n)
+{
+	for (int i = 0; i < 5000 && fake_count(what) < n; i++)
+		sleep_ms(1);
+	return fake_count(what);
+}
+
+/* The clearing pump (cuda_pump.h): no allocation while it is off; on, one
+ * granule made and released every period, nothing held; off again, no
+ * more. Without VRAM_CUDA_PUMP_MS, or with 0: none at all. */
+TEST(fake_the_clearing_pump_allocates_only_while_on)
+{
+	setenv("VRAM_CUDA_PUMP_MS", "1", 1);
+	struct backend *b = fake_open();
+	int handles = fake_count("handles");
+	int creates = fake_count("creates");
+
+	sleep_ms(20);
+	ASSERT_EQ(fake_count("creates"), creates);
+	backend_pump_set(b, 0, true);
+	ASSERT(count_reaches("creates", creates + 5) >= creates + 5);
+	/* Made and released at once: at most the one in hand. */
+	ASSERT(fake_count("handles") - handles <= 1);
+	backend_pump_set(b, 0, false);
+	sleep_ms(20); /* a stroke under way ends */
+	int stopped = fake_count("creates");
+	sleep_ms(30);
+	ASSERT_EQ(fake_count("creates"), stopped);
+	ASSERT_EQ(fake_count("handles"), handles);
+	/* Another device number than the node's: ignored. */
+	backend_pump_set(b, BACKEND_MAX_DEVICES + 1, true);
+	backend_destroy(b);
+
+	/* Off unless asked for: by default, and with 0. */
+	for (int zero = 0; zero <= 1; zero++) {
+		if (zero)
+			setenv("VRAM_CUDA_PUMP_MS", "0", 1);
+		else
+			unsetenv("VRAM_CUDA_PUMP_MS");
+		b = fake_open();
+		creates = fake_count("creates");
+		backend_pump_set(b, 0, true);
+		sleep_ms(30);
+		ASSERT_EQ(fake_count("creates"), creates);
+		backend_destroy(b);
+	}
+	unsetenv("VRAM_CUDA_PUMP_MS");
+}
+
+/* A device full to the last granule: the pump's allocations fail, and it
+ * goes on without harm until it is turned off. */
+TEST(fake_the_clearing_pump_skips_a_full_device)
+{
+	setenv("VRAM_CUDA_PUMP_MS", "1", 1);
+	struct backend *b = fake_open();
+	setenv("FAKE_CUDA_CAPACITY_MB", "4", 1); /* after the load's reset */
+	struct chunk c[2] = { { .size = GRAN, .fd = -1 },
+			      { .size = GRAN, .fd = -1 } };
+	ASSERT_OK(backend_chunk_create(b, 0, &c[0]));
+	ASSERT_OK(backend_chunk_create(b, 0, &c[1]));
+	int creates = fake_count("creates");
+	backend_pump_set(b, 0, true);
+	sleep_ms(30);
+	ASSERT_EQ(fake_count("creates"), creates);
+	backend_chunk_release(b, 0, &c[1]);
+	backend_settle(b);
+	ASSERT(count_reaches("creates", creates + 3) >= creates + 3);
+	backend_pump_set(b, 0, false);
+	backend_chunk_release(b, 0, &c[0]);
+	backend_settle(b);
+	backend_destroy(b);
+	unsetenv("FAKE_CUDA_CAPACITY_MB");
+	unsetenv("VRAM_CUDA_PUMP_MS");
 }
 
 TEST(fake_unusable_driver_is_enodev)

@@ -288,3 +288,90 @@ TEST(session_that_breaks_is_closed_from_the_loop)
 	peer_close(&owner);
 	ASSERT_EQ(harness_daemon_stop(&d), 0);
 }
+
+/* Sends a pause or resume of the pool named name from p; returns its id. */
+static uint64_t peer_transition(struct peer *p, const char *name, bool resume)
+{
+	Vram__Transition t = VRAM__TRANSITION__INIT;
+	Vram__Selector sel = VRAM__SELECTOR__INIT;
+	Vram__Request req = VRAM__REQUEST__INIT;
+	sel.name = (char *)name;
+	t.selector = &sel;
+	if (resume) {
+		req.body_case = VRAM__REQUEST__BODY_RESUME;
+		req.resume = &t;
+	} else {
+		req.body_case = VRAM__REQUEST__BODY_PAUSE;
+		req.pause = &t;
+	}
+	return peer_send(p, &req);
+}
+
+/* Takes the next event, of kind, and acks it. */
+static void peer_ack_event(struct peer *p, Vram__EventKind kind)
+{
+	Vram__ServerMsg *m = peer_recv(p, 10000, "event");
+	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_EVENT);
+	ASSERT_EQ(m->event->kind, kind);
+	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
+	ack.event_id = m->event->event_id;
+	vram__server_msg__free_unpacked(m, NULL);
+	Vram__Request req = VRAM__REQUEST__INIT;
+	req.body_case = VRAM__REQUEST__BODY_ACK;
+	req.ack = &ack;
+	peer_send(p, &req);
+}
+
+/* The clearing pump (daemon/backend/cuda_pump.h) runs from a resume's
+ * start until no pool of the device is left paused: not while pools are
+ * paused and the trainer works, on through an engine's wakes one after
+ * another, off once the last pool is back. The daemon's log says when. */
+TEST(the_clearing_pump_runs_from_a_resume_until_nothing_is_paused)
+{
+	char so[64];
+
+	cuda_fake_build(so, sizeof(so));
+	setenv("VRAM_LIBCUDA", so, 1);
+	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	setenv("VRAM_CUDA_PUMP_MS", "1", 1);
+	const char *const extra[] = { "--backend", "cuda", NULL };
+	int r = harness_daemon_start(&d, extra);
+	unsetenv("VRAM_CUDA_PUMP_MS");
+	if (r < 0)
+		TEST_FAIL("cannot start vramd on the fake driver: %s",
+			  strerror(-r));
+	struct peer owner, engine;
+	peer_connect(&owner);
+	peer_hello(&owner, "owner");
+	peer_grow(&owner, peer_create(&owner, "weights"), 2u << 20);
+	peer_grow(&owner, peer_create(&owner, "kv"), 2u << 20);
+	peer_connect(&engine);
+	peer_hello(&engine, "engine");
+
+	/* Both paused: no pump. */
+	for (int i = 0; i < 2; i++) {
+		uint64_t id = peer_transition(&engine, i ? "kv" : "weights",
+					      false);
+		peer_ack_event(&owner, VRAM__EVENT_KIND__EVENT_PAUSE);
+		ASSERT_EQ(peer_response(&engine, id, "pause reply"), 0);
+	}
+	ASSERT(!strstr(harness_daemon_log(&d), "clearing pump"));
+
+	/* The weights wake: on, and still on with the KV cache paused. */
+	uint64_t id = peer_transition(&engine, "weights", true);
+	peer_ack_event(&owner, VRAM__EVENT_KIND__EVENT_RESUME);
+	ASSERT_EQ(peer_response(&engine, id, "resume reply"), 0);
+	ASSERT(strstr(harness_daemon_log(&d), "clearing pump on device 0 on"));
+	ASSERT(!strstr(harness_daemon_log(&d), "clearing pump on device 0 off"));
+
+	/* The KV cache wakes: nothing is paused, so off. */
+	id = peer_transition(&engine, "kv", true);
+	peer_ack_event(&owner, VRAM__EVENT_KIND__EVENT_RESUME);
+	ASSERT_EQ(peer_response(&engine, id, "resume reply"), 0);
+	ASSERT(strstr(harness_daemon_log(&d), "clearing pump on device 0 off"));
+
+	peer_close(&engine);
+	peer_close(&owner);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
+	cuda_fake_remove(so);
+}
