@@ -27,7 +27,11 @@ makes a burst wake while a thread of the creator creates and releases one
 MIB allocation every P ms from the trainer's free on ("pump-all": from
 the engine's release on, through the trainer's step, whose time it
 prints); "-hold" keeps the last 64 of them instead of releasing each at
-once.
+once. "floor-pump:P" runs the floor's engine with such a pump (2 MiB
+every P ms) beside its real restore, from the weights' creates on, as
+vramd's daemon would run it (docs/gpu.md, "The driver's clearing": in
+the RL step the pump did not show, and the probe's pump had no copies
+beside it).
 
     python3 bench/create_probe.py [--cycles 4] [--gap 490] [--modes M,..] [--out FILE.json]
 
@@ -167,7 +171,7 @@ def creator_main(ctx, rdma, fd, gap_ms):
     return 0
 
 
-def floor_cycles(trainer, cycles, interleaved):
+def floor_cycles(trainer, cycles, interleaved, pump_ms=0):
     """The floor's engine (bench/compare_raw.py) in this process: weights
     with a pinned backup, KV without; the KV create timed after the
     weights' wake, which creates every piece before copying any (as the
@@ -183,6 +187,12 @@ def floor_cycles(trainer, cycles, interleaved):
         kv.pause()
         w.pause()
         trainer.step(100 * GiB, GiB)
+        pump, stop = None, threading.Event()
+        if pump_ms:
+            # vramd's pump beside a real restore's copies: from the
+            # weights' creates on, as the daemon runs it.
+            pump = threading.Thread(target=pump_run, args=(d, pump_ms, 2 * MiB, 0, stop))
+            pump.start()
         t0 = time.perf_counter()
         if interleaved:
             for a in w.allocs:
@@ -203,6 +213,9 @@ def floor_cycles(trainer, cycles, interleaved):
         h = d.u64()
         d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(a.size), ctypes.byref(d.prop), d.u64(0))
         t2 = time.perf_counter()
+        if pump:
+            stop.set()
+            pump.join()
         a.handle = h.value
         d.check("cuMemMap", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.c_size_t(0), d.u64(a.handle), d.u64(0))
         d.check("cuMemSetAccess", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.byref(d.access), ctypes.c_size_t(1))
@@ -229,7 +242,7 @@ def main():
     ap.add_argument("--gap", type=float, default=490.0, help="ms between the weights' and the KV's create")
     ap.add_argument("--modes", default="wake,wake-spread,floor,floor-interleaved",
                     help="flags (all eight create combinations), wake, wake-spread, floor, floor-interleaved, "
-                    "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB")
+                    "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB, floor-pump:P")
     ap.add_argument("--out")
     ap.add_argument("--creator", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -300,6 +313,9 @@ def main():
         if m in modes:
             kv, w = floor_cycles(trainer, a.cycles, m == "floor-interleaved")
             row(m, kv, w)
+    for m in [m for m in modes if m.startswith("floor-pump:")]:
+        kv, w = floor_cycles(trainer, a.cycles, False, float(m.split(":")[1]))
+        row(m, kv, w)
     trainer.close()
     if a.out:
         with open(a.out, "w") as f:
