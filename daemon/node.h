@@ -105,5 +105,4 @@ uint64_t node_backup_bytes(const struct node *n, enum pool_policy policy);
  * the pools' states are on record. */
 void node_release_backups(struct node *n);
 
-
 #endif

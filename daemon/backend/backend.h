@@ -122,8 +122,8 @@ uint64_t backend_free_bytes(struct backend *b);
  * waits (call it off the loop), settled is true when it would not. */
 void backend_settle(struct backend *b);
 bool backend_settled(struct backend *b);
-/* The ops' pump_set, where the backend has one: the node turns it on at
- * each resume and off once nothing of dev is paused (node.h). */
+/* The ops' pump_set, where the backend has one: transitions turn it on at
+ * each resume and off once nothing of dev is paused (transition.h). */
 void backend_pump_set(struct backend *b, unsigned dev, bool on);
 
 /* Each backend's constructor; -ENOENT/-ENODEV when it cannot run here. */

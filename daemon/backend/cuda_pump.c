@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,7 +31,6 @@ struct cuda_pump {
 	bool stop, started;
 	pthread_t thread;
 	struct cuda_pump_device devs[BACKEND_MAX_DEVICES];
-	atomic_uint_fast64_t made; /* allocations made (tests) */
 };
 
 /* One stroke on dev: one allocation made and released. Thread only. */
@@ -52,7 +50,6 @@ static void pump_stroke(struct cuda_pump *p, unsigned dev)
 		return;
 	}
 	p->cu->cuMemRelease(h);
-	atomic_fetch_add(&p->made, 1);
 }
 
 static void *pump_main(void *arg)
@@ -177,11 +174,6 @@ void cuda_pump_set(struct cuda_pump *p, unsigned dev, bool on)
 			  on ? "on" : "off");
 	}
 	pthread_mutex_unlock(&p->lock);
-}
-
-uint64_t cuda_pump_made(struct cuda_pump *p)
-{
-	return p ? atomic_load(&p->made) : 0;
 }
 
 void cuda_pump_close(struct cuda_pump *p)

@@ -5,10 +5,10 @@
  *
  * Why: the driver clears the memory a process freed before anyone gets
  * it again, and (as far as the probe shows) goes on clearing only while
- * allocations call on it. In bench/create_probe.py on the H200 (a trainer process frees
- * 100 GiB; a creator makes 16 GiB of weights, waits ~490 ms, makes one
- * 64 GiB allocation) that create waited 20-89 ms for the clearing (median
- * 27-33, 16 cycles); 0.4-0.6 ms in every cycle when the weights' 256
+ * allocations call on it. In bench/create_probe.py on the H200 (a
+ * trainer process frees 100 GiB; a creator makes 16 GiB of weights,
+ * waits ~490 ms, makes one 64 GiB allocation) that create waited 20-89 ms
+ * for the clearing (median 27-33, 16 cycles); 0.4-0.6 ms in every cycle when the weights' 256
  * allocations were spread over the wait (which is what torch_memory_saver
  * does, making each just before its copy), and 0.4-0.8 ms in 6 cycles of 8
  * (38-45 in the other two) with this pump running instead.
@@ -23,7 +23,7 @@
  * between a release and the create of the same size right after it costs
  * that create the driver's fast path: a 64 GiB discard pool resumed in
  * 119 ms instead of 4.5) and off once no pool of the device is left
- * paused (node.h): while an engine wakes its pools one after another, not
+ * paused (transition.h): while an engine wakes its pools one after another, not
  * while the trainer works (pumping then made the trainer's step 12-16%
  * slower in the probe). It turns itself off CUDA_PUMP_MAX_MS after the
  * last resume began, so that a pool left paused for good does not keep it
@@ -55,8 +55,6 @@ int cuda_pump_open(const struct cuda_driver *cu, const CUdevice *cudev,
 /* Turns the pump on for dev (until CUDA_PUMP_MAX_MS from now at the
  * latest) or off; cheap, never waits. */
 void cuda_pump_set(struct cuda_pump *p, unsigned dev, bool on);
-/* Allocations the pump has made so far. */
-uint64_t cuda_pump_made(struct cuda_pump *p);
 /* Stops the thread. NULL is fine. */
 void cuda_pump_close(struct cuda_pump *p);
 
