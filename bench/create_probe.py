@@ -31,7 +31,10 @@ once. "floor-pump:P" runs the floor's engine with such a pump (2 MiB
 every P ms) beside its real restore, from the weights' creates on, as
 vramd's daemon would run it (docs/gpu.md, "The driver's clearing": in
 the RL step the pump did not show, and the probe's pump had no copies
-beside it).
+beside it). "floor-chunks:N" makes the floor's weights wake as a pipelined
+resume would: N chunks made one at a time, each mapped and copied into
+before the next (docs/gpu.md, "A pipelined resume"): whether N of them,
+where torch_memory_saver makes 256, keep the clearing going.
 
     python3 bench/create_probe.py [--cycles 4] [--gap 490] [--modes M,..] [--out FILE.json]
 
@@ -171,7 +174,40 @@ def creator_main(ctx, rdma, fd, gap_ms):
     return 0
 
 
-def floor_cycles(trainer, cycles, interleaved, pump_ms=0):
+def chunked_wake(d, w, n):
+    """The weights' wake as a pipelined resume would make it: n chunks of
+    w.bytes / n each, made one at a time, each mapped over its pieces'
+    ranges and copied into before the next is made (w's own allocations
+    stay unmade; the chunks take their place and are released after)."""
+    per = len(w.allocs) // n
+    made = []
+    for k in range(n):
+        pieces = w.allocs[k * per:(k + 1) * per] if k < n - 1 else w.allocs[k * per:]
+        size = sum(a.size for a in pieces)
+        h = d.u64()
+        d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(d.prop), d.u64(0))
+        made.append(h.value)
+        off = 0
+        for a in pieces:
+            d.check("cuMemMap", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.c_size_t(off), d.u64(h.value),
+                    d.u64(0))
+            d.check("cuMemSetAccess", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.byref(d.access),
+                    ctypes.c_size_t(1))
+            d.check("cuMemcpyHtoDAsync_v2", d.u64(a.ptr), ctypes.c_void_p(w.host + a.host_off),
+                    ctypes.c_size_t(a.size), ctypes.c_void_p(0))
+            off += a.size
+        d.sync()
+    return made
+
+
+def chunked_release(d, w, made):
+    for a in w.allocs:
+        d.check("cuMemUnmap", d.u64(a.ptr), ctypes.c_size_t(a.size))
+    for h in made:
+        d.check("cuMemRelease", d.u64(h))
+
+
+def floor_cycles(trainer, cycles, interleaved, pump_ms=0, chunks=0):
     """The floor's engine (bench/compare_raw.py) in this process: weights
     with a pinned backup, KV without; the KV create timed after the
     weights' wake, which creates every piece before copying any (as the
@@ -194,7 +230,10 @@ def floor_cycles(trainer, cycles, interleaved, pump_ms=0):
             pump = threading.Thread(target=pump_run, args=(d, pump_ms, 2 * MiB, 0, stop))
             pump.start()
         t0 = time.perf_counter()
-        if interleaved:
+        made = None
+        if chunks:
+            made = chunked_wake(d, w, chunks)
+        elif interleaved:
             for a in w.allocs:
                 h = d.u64()
                 d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(a.size), ctypes.byref(d.prop), d.u64(0))
@@ -222,6 +261,10 @@ def floor_cycles(trainer, cycles, interleaved, pump_ms=0):
         d.sync()
         w_ms.append((t1 - t0) * 1e3)
         kv_ms.append((t2 - t1) * 1e3)
+        if made is not None:
+            # Back to the group's own allocations, unmade, for its pause.
+            chunked_release(d, w, made)
+            w._map_all()
     w.close()
     kv.close()
     return kv_ms, w_ms
@@ -242,7 +285,7 @@ def main():
     ap.add_argument("--gap", type=float, default=490.0, help="ms between the weights' and the KV's create")
     ap.add_argument("--modes", default="wake,wake-spread,floor,floor-interleaved",
                     help="flags (all eight create combinations), wake, wake-spread, floor, floor-interleaved, "
-                    "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB, floor-pump:P")
+                    "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB, floor-pump:P, floor-chunks:N")
     ap.add_argument("--out")
     ap.add_argument("--creator", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -315,6 +358,9 @@ def main():
             row(m, kv, w)
     for m in [m for m in modes if m.startswith("floor-pump:")]:
         kv, w = floor_cycles(trainer, a.cycles, False, float(m.split(":")[1]))
+        row(m, kv, w)
+    for m in [m for m in modes if m.startswith("floor-chunks:")]:
+        kv, w = floor_cycles(trainer, a.cycles, False, chunks=int(m.split(":")[1]))
         row(m, kv, w)
     trainer.close()
     if a.out:
