@@ -234,7 +234,10 @@ $(LAYOUT): $(call obj,tests/python/vram_layout.c)
 # Shell cases (the runner's protocol): make install (a DESTDIR, a throwaway
 # root), the packages' quick check, vramctl's completion, and vramd's log
 # lines as the journal reads them.
-SYSTEM_TESTS := $(wildcard tests/system/*_test)
+# The benchmarks' selftest loads libvram into Python, as the Python tests
+# do: not under a sanitizer (see PY_TESTS).
+SYSTEM_TESTS := $(filter-out $(if $(SANITIZE),tests/system/bench_selftest_test), \
+	$(wildcard tests/system/*_test))
 
 test: all $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(DEMO_BIN) $(LAYOUT) install-files
 	$(Q)$(TEST_ENV) $(RUNNER) $(UNIT_BIN) $(INTEG_BIN) $(PY_TESTS) $(SYSTEM_TESTS)

@@ -3,8 +3,9 @@
 """Checks bench/compare.py's parts that need no GPU (make
 bench-compare-selftest): argument parsing, the summary, ratios, tables,
 CSV, JSON, --render and the plots on the figures recorded in issue 11; the
-skip path (exit 77 without PyTorch or a GPU); and the mapper sweep's
-orchestration, for real, against a vramd on the host backend.
+skip path (exit 77 without PyTorch or a GPU); the mapper sweep's
+orchestration, for real, against a vramd on the host backend; and
+bench/create_probe.py's every mode against the fake CUDA driver.
 
 The issue's figures are min / median / max of five cycles; the cycles
 here are rebuilt from them as [min, median, median, median, max] (the
@@ -196,6 +197,69 @@ def test_mappers(out):
         check("vramd exits cleanly after the mapper sweep", rc == 0, d.log()[-2000:])
 
 
+# A stand-in for torch, for create_probe.py's trainer: its calls, doing
+# nothing (the driver is the fake, so there is no device anyway).
+FAKE_TORCH = """
+uint8 = "uint8"
+
+
+class _T:
+    def __init__(self, n):
+        self.n = n
+
+    def fill_(self, v):
+        pass
+
+
+def zeros(n, device=None):
+    return _T(n)
+
+
+def empty(n, dtype=None, device=None):
+    return _T(n)
+
+
+class cuda:
+    synchronize = staticmethod(lambda: None)
+    empty_cache = staticmethod(lambda: None)
+"""
+
+
+def test_create_probe(out):
+    """bench/create_probe.py's every mode, end to end, against the fake
+    driver (tests/unit/cuda_fake/libcuda_fake.c) at a small scale: its
+    calls and its bookkeeping, not the driver's timing."""
+    cc = shutil.which("cc")
+    if not cc:
+        print("skip   create_probe.py: no C compiler for the fake driver")
+        return
+    lib = os.path.join(out, "fakecuda")
+    os.makedirs(os.path.join(out, "faketorch", "torch"))
+    os.makedirs(lib)
+    with open(os.path.join(out, "faketorch", "torch", "__init__.py"), "w") as f:
+        f.write(FAKE_TORCH)
+    r = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", os.path.join(lib, "libcuda.so.1"),
+                        os.path.join(ROOT, "tests", "unit", "cuda_fake", "libcuda_fake.c"), "-lpthread"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        check("create_probe.py: the fake driver builds", False, r.stderr[-1500:])
+        return
+    modes = ["wake", "wake-spread", "floor", "floor-interleaved", "pump:5:2", "pump-all-hold:5:2",
+             "floor-pump:5", "floor-chunks:2"]
+    js = os.path.join(out, "probe.json")
+    env = dict(os.environ, LD_LIBRARY_PATH=lib, COMPARE_BASE_PYTHONPATH=os.path.join(out, "faketorch"))
+    env.pop("VRAM_LIBCUDA", None)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "create_probe.py"), "--scale", "0.01", "--cycles", "2",
+                        "--gap", "5", "--modes", ",".join(modes), "--out", js],
+                       env=env, capture_output=True, text=True, timeout=300)
+    rows = json.load(open(js)) if r.returncode == 0 and os.path.exists(js) else []
+    # Two flag sets each for the burst and the spread wake; two pumps;
+    # four floor cases.
+    check("create_probe.py runs every mode against the fake driver",
+          r.returncode == 0 and len(rows) == 10 and all(len(x["kv_ms"]) == 2 for x in rows),
+          f"rc {r.returncode}, {len(rows)} rows\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
+
+
 def main():
     out = tempfile.mkdtemp(prefix="compare-selftest-")
     try:
@@ -203,6 +267,7 @@ def main():
         test_report(out)
         test_skip(os.path.join(out, "skip"))
         test_mappers(out)
+        test_create_probe(os.path.join(out, "probe"))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     print(f"{'all passed' if not failures else f'{len(failures)} failed'}")

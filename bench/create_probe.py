@@ -36,7 +36,12 @@ resume would: N chunks made one at a time, each mapped and copied into
 before the next (docs/gpu.md, "A pipelined resume"): whether N of them,
 where torch_memory_saver makes 256, keep the clearing going.
 
-    python3 bench/create_probe.py [--cycles 4] [--gap 490] [--modes M,..] [--out FILE.json]
+    python3 bench/create_probe.py [--cycles 4] [--gap 490] [--modes M,..] [--scale F] [--out FILE.json]
+
+--scale multiplies every size (a smaller device). With the fake driver
+(tests/unit/cuda_fake/libcuda_fake.c, built as libcuda.so.1 on
+LD_LIBRARY_PATH) and a stand-in torch on COMPARE_BASE_PYTHONPATH, a run
+at --scale 0.004 checks every mode's calls without a GPU.
 
 It prints one line per case: the KV create's min / median / max ms.
 """
@@ -60,6 +65,21 @@ from compare_raw import (  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
+
+# The step's sizes, times --scale (a smaller device; the fake driver).
+W_PIECES = 256  # the weights: this many allocations of 64 MiB
+KV_BYTES = 64 * GiB
+TRAINER_BYTES = 100 * GiB
+TRAINER_TENSOR = GiB
+
+
+def scale_sizes(f):
+    global W_PIECES, KV_BYTES, TRAINER_BYTES, TRAINER_TENSOR
+    g = 2 * MiB
+    W_PIECES = max(1, round(256 * f))
+    KV_BYTES = max(g, int(64 * GiB * f) // g * g)
+    TRAINER_BYTES = max(g, int(100 * GiB * f) // g * g)
+    TRAINER_TENSOR = min(GiB, TRAINER_BYTES)
 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
 CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 110
 
@@ -127,8 +147,8 @@ def pump_run(c, every_ms, size, hold, stop):
 
 def creator_main(ctx, rdma, fd, gap_ms):
     c = Creator(ctx, rdma, fd)
-    c.create("weights", 256, 64 * MiB)
-    c.create("kv", 1, 64 * GiB)
+    c.create("weights", W_PIECES, 64 * MiB)
+    c.create("kv", 1, KV_BYTES)
     pump, pump_stop = None, threading.Event()
     print("ready", flush=True)
     for line in sys.stdin:
@@ -151,9 +171,9 @@ def creator_main(ctx, rdma, fd, gap_ms):
             # wake-spread: the same creates paced over the gap, as an
             # engine that creates each piece before copying it does.
             t0 = time.perf_counter()
-            pace = gap_ms / 1e3 / 256 if cmd == "wake-spread" else 0
+            pace = gap_ms / 1e3 / W_PIECES if cmd == "wake-spread" else 0
             hs = []
-            for _ in range(256):
+            for _ in range(W_PIECES):
                 c.create("one", 1, 64 * MiB)
                 hs += c.handles.pop("one")
                 if pace:
@@ -162,7 +182,7 @@ def creator_main(ctx, rdma, fd, gap_ms):
             w = (time.perf_counter() - t0) * 1e3
             if not pace:
                 time.sleep(gap_ms / 1e3)
-            kv_ms = c.create("kv", 1, 64 * GiB)
+            kv_ms = c.create("kv", 1, KV_BYTES)
             if pump:
                 pump_stop.set()
                 pump.join()
@@ -179,6 +199,7 @@ def chunked_wake(d, w, n):
     w.bytes / n each, made one at a time, each mapped over its pieces'
     ranges and copied into before the next is made (w's own allocations
     stay unmade; the chunks take their place and are released after)."""
+    n = max(1, min(n, len(w.allocs)))
     per = len(w.allocs) // n
     made = []
     for k in range(n):
@@ -216,13 +237,13 @@ def floor_cycles(trainer, cycles, interleaved, pump_ms=0, chunks=0):
     from compare_raw import Driver, Group
 
     d = Driver()
-    w = Group(d, [64 * MiB] * 256, True)
-    kv = Group(d, [64 * GiB], False)
+    w = Group(d, [64 * MiB] * W_PIECES, True)
+    kv = Group(d, [KV_BYTES], False)
     kv_ms, w_ms = [], []
     for _ in range(cycles):
         kv.pause()
         w.pause()
-        trainer.step(100 * GiB, GiB)
+        trainer.step(TRAINER_BYTES, TRAINER_TENSOR)
         pump, stop = None, threading.Event()
         if pump_ms:
             # vramd's pump beside a real restore's copies: from the
@@ -286,9 +307,12 @@ def main():
     ap.add_argument("--modes", default="wake,wake-spread,floor,floor-interleaved",
                     help="flags (all eight create combinations), wake, wake-spread, floor, floor-interleaved, "
                     "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB, floor-pump:P, floor-chunks:N")
+    ap.add_argument("--scale", type=float, default=1.0,
+                    help="every size times this (default 1: the RL step's 16 + 64 GiB and 100 GiB)")
     ap.add_argument("--out")
     ap.add_argument("--creator", nargs=3, type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    scale_sizes(a.scale)
     if a.creator:
         return creator_main(*a.creator, a.gap)
 
@@ -296,8 +320,8 @@ def main():
 
     trainer = Trainer()
     rows = []
-    print(f"KV create (one 64 GiB cuMemCreate) after a trainer freed 100 GiB, {a.cycles} cycles, ms "
-          "min / median / max")
+    print(f"KV create (one {KV_BYTES / GiB:g} GiB cuMemCreate) after a trainer freed {TRAINER_BYTES / GiB:g} GiB, "
+          f"weights {W_PIECES} x 64 MiB, {a.cycles} cycles, ms min / median / max")
 
     def row(label, kv, w, **kw):
         rows.append(dict(kw, case=label, kv_ms=kv, weights_ms=w))
@@ -310,7 +334,7 @@ def main():
         combos = [(1, 1, 0), (0, 1, 1)]  # torch_memory_saver's, vramd's daemon's
     for cmd in [m for m in ("wake", "wake-spread") if m in modes or (m == "wake" and "flags" in modes)]:
         for ctx, rdma, fd in combos:
-            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--gap", str(a.gap),
+            p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--gap", str(a.gap), "--scale", str(a.scale),
                                   "--creator", str(ctx), str(rdma), str(fd)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             if p.stdout.readline().strip() != "ready":
@@ -318,7 +342,7 @@ def main():
             kv, w = [], []
             for _ in range(a.cycles):
                 ask(p, "release")
-                trainer.step(100 * GiB, GiB)
+                trainer.step(TRAINER_BYTES, TRAINER_TENSOR)
                 r = ask(p, cmd)
                 kv.append(r["kv_ms"])
                 w.append(r["weights_ms"])
@@ -332,7 +356,7 @@ def main():
         kind, every, mib = m.split(":")[:3]
         hold = 64 if kind.endswith("-hold") else 0
         kind = kind.removesuffix("-hold")
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--gap", str(a.gap),
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--gap", str(a.gap), "--scale", str(a.scale),
                               "--creator", "0", "1", "1"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         if p.stdout.readline().strip() != "ready":
@@ -342,7 +366,7 @@ def main():
             ask(p, "release")
             if kind == "pump-all":
                 ask(p, f"pump:{every}:{mib}:{hold}")
-            t = trainer.step(100 * GiB, GiB)
+            t = trainer.step(TRAINER_BYTES, TRAINER_TENSOR)
             tr.append(t["alloc_ms"] + t["write_ms"] + t["free_ms"])
             if kind == "pump":
                 ask(p, f"pump:{every}:{mib}:{hold}")

@@ -835,6 +835,14 @@ CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t len)
 	return OK;
 }
 
+CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char v, size_t n)
+{
+	if (ro_hit((uintptr_t)dst, n))
+		return ILLEGAL_ADDRESS;
+	memset((void *)(uintptr_t)dst, v, n);
+	return OK;
+}
+
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len,
 			      void *s)
 {
