@@ -429,7 +429,7 @@ clean:
 # through a program linked against a fake CUDA runtime.
 PRELOAD_SRC := $(wildcard libvram/preload/*.c)
 PRELOAD_OBJ := $(call obj,$(PRELOAD_SRC))
-PRELOAD_INC := $(PUBLIC_INC) -Ilibvram/preload
+PRELOAD_INC := $(PUBLIC_INC) -Icommon -Ilibvram/preload
 CUDART_FAKE := $(BUILD)/tests/libcudart_fake.so
 PRELOAD_CHILD := $(BUILD)/tests/preload/preload_child
 

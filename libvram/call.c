@@ -17,7 +17,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +28,7 @@
 #include "events.h"
 #include "log.h"
 #include "sock.h"
+#include "thread.h"
 
 enum pump_mode {
 	PUMP_CALL,     /* until a call's response has come */
@@ -491,7 +491,6 @@ static void *call_thread_main(void *arg)
 
 int call_thread_start(struct vram_client *c)
 {
-	sigset_t all, old;
 	int r;
 
 	if (c->thread_started)
@@ -499,10 +498,7 @@ int call_thread_start(struct vram_client *c)
 	if (c->broken)
 		return error_set(EPIPE, "connection to vramd lost");
 	/* A guest thread takes no signals meant for the program. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&c->thread, NULL, call_thread_main, c);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = thread_start_unsignalled(&c->thread, NULL, call_thread_main, c);
 	if (r != 0)
 		return error_set(r, "cannot start the event thread: %s",
 				 strerror(r));

@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 #include "cuda_pump.h"
 #include "log.h"
 #include "nvml.h"
+#include "thread.h"
 
 #define CLOSER_MAX_THREADS 16
 #define CLOSER_DEFAULT_THREADS 4
@@ -110,13 +110,9 @@ static void closer_init(struct closer *cl, unsigned n_threads)
  * libuv handles them. */
 static void closer_start(struct closer *cl)
 {
-	sigset_t all, old;
-
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
 	while (cl->started < cl->n_threads) {
-		int r = pthread_create(&cl->threads[cl->started], NULL,
-				       closer_main, cl);
+		int r = thread_start_unsignalled(&cl->threads[cl->started],
+						 NULL, closer_main, cl);
 		if (r != 0) {
 			log_warn("cuda: cannot start a release thread: %s",
 				 strerror(r));
@@ -124,7 +120,6 @@ static void closer_start(struct closer *cl)
 		}
 		cl->started++;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	/* Asked once: with none started, fds are closed inline from now on. */
 	cl->n_threads = cl->started;
 }

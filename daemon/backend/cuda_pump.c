@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,11 +11,12 @@
 #include "clock.h"
 #include "env.h"
 #include "log.h"
+#include "thread.h"
 
 struct cuda_pump_device {
 	bool on;
 	int64_t until_ns; /* on until then at the latest */
-	uint64_t size; /* of one allocation: the device's granularity */
+	uint64_t size;	  /* of one allocation: the device's granularity */
 	CUmemAllocationProp prop;
 	bool warned;
 };
@@ -140,14 +140,9 @@ int cuda_pump_open(const struct cuda_driver *cu, const CUdevice *cudev,
  * with the main thread, where libuv handles them. */
 static void pump_start(struct cuda_pump *p)
 {
-	sigset_t all, old;
-	int r;
+	int r = thread_start_unsignalled(&p->thread, NULL, pump_main, p);
 
 	p->started = true;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	r = pthread_create(&p->thread, NULL, pump_main, p);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
 		log_warn("cuda: cannot start the clearing pump: %s",
 			 strerror(r));

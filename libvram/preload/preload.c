@@ -23,7 +23,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,6 +31,7 @@
 #include <unistd.h>
 
 #include "ptr_table.h"
+#include "thread.h"
 #include "vram.h"
 #include "vram_preload.h"
 
@@ -396,7 +396,6 @@ static void outside_start_locked(void)
 {
 	pthread_t t;
 	pthread_attr_t a;
-	sigset_t all, old;
 
 	if (outside_started)
 		return;
@@ -404,11 +403,9 @@ static void outside_start_locked(void)
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
 	/* The program's signals are not the reporter's to take. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, &a, outside_reporter, preload_client) != 0)
+	if (thread_start_unsignalled(&t, &a, outside_reporter,
+				     preload_client) != 0)
 		outside_started = 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
 	outside_changed();
 }
