@@ -36,6 +36,18 @@ static uint64_t pool_backup(vram_client *c, const char *name)
 }
 
 /* Pauses and resumes p, checking its content survives. */
+/* A host pool named name, tagged "weights", with one allocation of bytes
+ * at *a filled from seed. */
+static vram_pool *weights_filled(vram_client *c, const char *name,
+				 unsigned flags, size_t bytes, uint32_t seed,
+				 void **a)
+{
+	vram_pool *w = integ_pool(c, name, "weights", VRAM_POLICY_HOST, flags);
+	ASSERT_OK(vram_alloc(w, bytes, a));
+	integ_fill(*a, bytes, seed);
+	return w;
+}
+
 static void cycle(vram_pool *p, void *a, uint32_t seed)
 {
 	ASSERT_OK(vram_pool_pause(p, NULL));
@@ -47,11 +59,9 @@ TEST(host_backup_released_after_resume)
 {
 	integ_start("256M");
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
-				  VRAM_POOL_RELEASE_BACKUP);
 	void *a;
-	ASSERT_OK(vram_alloc(w, DATA, &a));
-	integ_fill(a, DATA, 7);
+	vram_pool *w =
+		weights_filled(c, "w", VRAM_POOL_RELEASE_BACKUP, DATA, 7, &a);
 	/* Sparse until a pause writes it. */
 	ASSERT_UEQ(pool_backup(c, "w"), 0);
 	for (int i = 0; i < 3; i++) {
@@ -80,10 +90,8 @@ TEST(host_backup_retained_by_default)
 {
 	integ_start("256M");
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
 	void *a;
-	ASSERT_OK(vram_alloc(w, DATA, &a));
-	integ_fill(a, DATA, 3);
+	vram_pool *w = weights_filled(c, "w", 0, DATA, 3, &a);
 	cycle(w, a, 3);
 	ASSERT(pool_backup(c, "w") >= DATA);
 	struct vram_pool_options o = VRAM_POOL_OPTIONS_INIT;
@@ -100,11 +108,9 @@ TEST(host_backup_retained_across_cycles_and_counted)
 {
 	integ_start("256M");
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
-				  VRAM_POOL_RETAIN_BACKUP);
 	void *a;
-	ASSERT_OK(vram_alloc(w, DATA, &a));
-	integ_fill(a, DATA, 3);
+	vram_pool *w =
+		weights_filled(c, "w", VRAM_POOL_RETAIN_BACKUP, DATA, 3, &a);
 	for (int i = 0; i < 3; i++) {
 		cycle(w, a, 3);
 		/* Kept while active, and counted: vramctl used to say 0. */
@@ -120,12 +126,10 @@ TEST(pageable_host_backup_keeps_content)
 {
 	integ_start("256M");
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
-				  VRAM_POOL_PAGEABLE_BACKUP |
-					  VRAM_POOL_RELEASE_BACKUP);
 	void *a;
-	ASSERT_OK(vram_alloc(w, DATA, &a));
-	integ_fill(a, DATA, 5);
+	vram_pool *w = weights_filled(
+		c, "w", VRAM_POOL_PAGEABLE_BACKUP | VRAM_POOL_RELEASE_BACKUP,
+		DATA, 5, &a);
 	cycle(w, a, 5);
 	cycle(w, a, 5);
 	ASSERT_UEQ(pool_backup(c, "w"), 0);
@@ -508,11 +512,9 @@ TEST(host_backup_dir_keeps_host_backups_in_its_tmpfs)
 	ASSERT(mkdtemp(dir) != NULL);
 	backup_test_start_in(dir);
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST,
-				  VRAM_POOL_RELEASE_BACKUP);
 	void *a;
-	ASSERT_OK(vram_alloc(w, DATA, &a));
-	integ_fill(a, DATA, 21);
+	vram_pool *w =
+		weights_filled(c, "w", VRAM_POOL_RELEASE_BACKUP, DATA, 21, &a);
 	uint64_t before = backup_test_fs_used(dir);
 	for (int i = 0; i < 2; i++) {
 		ASSERT_OK(vram_pool_pause(w, NULL));
@@ -588,10 +590,8 @@ TEST(host_backup_dir_without_room_refuses_the_pause)
 	char dir[] = "/tmp/vramd-small-backup-XXXXXX";
 	backup_test_start_small(dir, 16);
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
 	void *a;
-	ASSERT_OK(vram_alloc(w, 32 * MiB, &a));
-	integ_fill(a, 32 * MiB, 5);
+	vram_pool *w = weights_filled(c, "w", 0, 32 * MiB, 5, &a);
 	ASSERT_EQ(vram_pool_pause(w, NULL), -ENOSPC);
 	ASSERT(strstr(vram_last_error(), "host_backup_dir") != NULL);
 	ASSERT_EQ(integ_info(c, "w").state, VRAM_STATE_ACTIVE);
@@ -623,10 +623,8 @@ TEST(host_backup_dir_room_counts_the_saves_under_way)
 	}
 	integ_wait_signal(s.to_parent[0]);
 	vram_client *c = integ_connect("engine");
-	vram_pool *w = integ_pool(c, "b", "weights", VRAM_POLICY_HOST, 0);
 	void *b;
-	ASSERT_OK(vram_alloc(w, 32 * MiB, &b));
-	integ_fill(b, 32 * MiB, 9);
+	vram_pool *w = weights_filled(c, "b", 0, 32 * MiB, 9, &b);
 	struct vram_selector sel = { .size = sizeof(sel), .name = "a" };
 	ASSERT_EQ(vram_pause(c, &sel, 200, NULL), -ETIMEDOUT);
 	ASSERT_EQ(integ_info(c, "a").state, VRAM_STATE_PAUSING);

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "mapping.h"
 #include "test.h"
 #include "vmm.h"
@@ -150,12 +150,6 @@ static const struct vmm_ops fake_ops = {
 	.copy = fake_copy,
 };
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 /* m: a pool of size bytes in the chunks d (one chunk of size if d is
  * NULL), with a host backup memfd, pinned at each copy (retain: from the
  * start, and kept). */
@@ -212,12 +206,12 @@ TEST(a_give_back_unpins_only_while_no_pool_is_being_mapped)
 	pthread_t t;
 	ASSERT(pthread_create(&t, NULL, append_run, &a) == 0);
 	while (!atomic_load(&rec.in_map))
-		sleep_ms(1);
+		harness_msleep(1);
 
 	/* The weights give their backup back meanwhile: nothing is unpinned
 	 * while the map is under way, however long it takes. */
 	ASSERT(mapping_backup_give_back(&weights) == 0);
-	sleep_ms(100);
+	harness_msleep(100);
 	ASSERT(atomic_load(&rec.unregisters) == 0);
 
 	/* The map ends: the thread goes on and unpins every slice. */
@@ -238,18 +232,27 @@ TEST(a_give_back_unpins_only_while_no_pool_is_being_mapped)
 /* A resume call holds a give-back's unpins back for as long as it runs
  * (mapping_gate_soft_enter), but gives way once a save needs the
  * give-back to move on: that save may be what the resume waits for. */
+/* m: 1 GiB of chunk with a retained backup (four pinned slices), given
+ * back under a resume call's soft hold, which the caller leaves. Returns
+ * the unpins made before the give-back. */
+static int backup_given_back_under_soft_hold(struct mapping *m, struct vmm *v)
+{
+	atomic_store(&rec.map_gate_fd, -1);
+	backup_mapping_make(m, v, 1024 * MiB, 1, NULL, 0);
+	int before = atomic_load(&rec.unregisters);
+
+	mapping_gate_soft_enter();
+	ASSERT(mapping_backup_give_back(m) == 0);
+	return before;
+}
+
 TEST(a_resume_call_holds_unpins_back_until_a_save_needs_them)
 {
 	struct vmm v = { .ops = &fake_ops };
 	struct mapping m;
+	int before = backup_given_back_under_soft_hold(&m, &v);
 
-	atomic_store(&rec.map_gate_fd, -1);
-	backup_mapping_make(&m, &v, 1024 * MiB, 1, NULL, 0);
-	int before = atomic_load(&rec.unregisters);
-
-	mapping_gate_soft_enter();
-	ASSERT(mapping_backup_give_back(&m) == 0);
-	sleep_ms(100);
+	harness_msleep(100);
 	ASSERT_EQ(atomic_load(&rec.unregisters), before);
 	/* The save waits for the punch, so the unpins go on. */
 	memset((void *)m.base, 0x5a, 1024 * MiB);
@@ -258,13 +261,6 @@ TEST(a_resume_call_holds_unpins_back_until_a_save_needs_them)
 	ASSERT(m.backup[0] == 0x5a && m.backup[1024 * MiB - 1] == 0x5a);
 	mapping_gate_soft_leave();
 	mapping_release(&m);
-}
-
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The soft hold outlasts a resume call by MAPPING_GATE_LINGER_MS, so
@@ -276,29 +272,24 @@ TEST(the_soft_hold_outlasts_a_resume_call_by_its_linger)
 	struct vmm v = { .ops = &fake_ops };
 	struct mapping m;
 
-	atomic_store(&rec.map_gate_fd, -1);
-	backup_mapping_make(&m, &v, 1024 * MiB, 1, NULL, 0);
-	int before = atomic_load(&rec.unregisters);
-
 	/* The weights' resume call gives the backup back and returns; the
 	 * KV cache's call follows 2 ms later, within the linger, and runs
 	 * long. (Without the linger the four fake unpins, which take no
 	 * time, are made in those 2 ms.) */
-	mapping_gate_soft_enter();
-	ASSERT(mapping_backup_give_back(&m) == 0);
+	int before = backup_given_back_under_soft_hold(&m, &v);
 	mapping_gate_soft_leave();
-	sleep_ms(2);
+	harness_msleep(2);
 	mapping_gate_soft_enter();
-	sleep_ms(100);
+	harness_msleep(100);
 	ASSERT_EQ(atomic_load(&rec.unregisters), before);
 	/* The last call returns: no unpin before its linger has passed,
 	 * every one after it, without anyone waiting for them. */
-	int64_t left = mono_ms();
+	int64_t left = harness_now_ms();
 	mapping_gate_soft_leave();
 	while (atomic_load(&rec.unregisters) < before + 4 &&
-	       mono_ms() - left < 10000)
-		sleep_ms(1);
-	int64_t took = mono_ms() - left;
+	       harness_now_ms() - left < 10000)
+		harness_msleep(1);
+	int64_t took = harness_now_ms() - left;
 	ASSERT_EQ(atomic_load(&rec.unregisters), before + 4);
 	ASSERT(took >= MAPPING_GATE_LINGER_MS);
 	ASSERT(mapping_backup_wait(&m) == 0);

@@ -6,12 +6,12 @@
  * by the settle operation (which the daemon runs off its loop). On a machine with a GPU, the real driver's
  * devices are checked too. */
 #include <fcntl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "backend.h"
 #include "cuda_driver.h"
 #include "cuda_fake.h"
+#include "harness.h"
 #include "nvml.h"
 #include "test.h"
 
@@ -169,17 +169,11 @@ TEST(fake_a_refused_rdma_flag_falls_back_to_plain_chunks)
 	unsetenv("FAKE_CUDA_NO_RDMA");
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-	nanosleep(&ts, NULL);
-}
-
 /* Waits up to 5 s for fake_count(what) to reach at least n. */
 static int count_reaches(const char *what, int n)
 {
 	for (int i = 0; i < 5000 && fake_count(what) < n; i++)
-		sleep_ms(1);
+		harness_msleep(1);
 	return fake_count(what);
 }
 
@@ -193,16 +187,16 @@ TEST(fake_the_clearing_pump_allocates_only_while_on)
 	int handles = fake_count("handles");
 	int creates = fake_count("creates");
 
-	sleep_ms(20);
+	harness_msleep(20);
 	ASSERT_EQ(fake_count("creates"), creates);
 	backend_pump_set(b, 0, true);
 	ASSERT(count_reaches("creates", creates + 5) >= creates + 5);
 	/* Made and released at once: at most the one in hand. */
 	ASSERT(fake_count("handles") - handles <= 1);
 	backend_pump_set(b, 0, false);
-	sleep_ms(20); /* a stroke under way ends */
+	harness_msleep(20); /* a stroke under way ends */
 	int stopped = fake_count("creates");
-	sleep_ms(30);
+	harness_msleep(30);
 	ASSERT_EQ(fake_count("creates"), stopped);
 	ASSERT_EQ(fake_count("handles"), handles);
 	/* Another device number than the node's: ignored. */
@@ -218,7 +212,7 @@ TEST(fake_the_clearing_pump_allocates_only_while_on)
 		b = fake_open();
 		creates = fake_count("creates");
 		backend_pump_set(b, 0, true);
-		sleep_ms(30);
+		harness_msleep(30);
 		ASSERT_EQ(fake_count("creates"), creates);
 		backend_destroy(b);
 	}
@@ -238,7 +232,7 @@ TEST(fake_the_clearing_pump_skips_a_full_device)
 	ASSERT_OK(backend_chunk_create(b, 0, &c[1]));
 	int creates = fake_count("creates");
 	backend_pump_set(b, 0, true);
-	sleep_ms(30);
+	harness_msleep(30);
 	ASSERT_EQ(fake_count("creates"), creates);
 	backend_chunk_release(b, 0, &c[1]);
 	backend_settle(b);

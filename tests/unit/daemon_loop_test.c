@@ -152,6 +152,39 @@ static void peer_grow(struct peer *p, uint64_t pool_id, uint64_t bytes)
 	ASSERT_EQ(peer_response(p, peer_send(p, &req), "grow reply"), 0);
 }
 
+/* Sends a pause or resume of the pool named name from p; returns its id. */
+static uint64_t peer_transition(struct peer *p, const char *name, bool resume)
+{
+	Vram__Transition t = VRAM__TRANSITION__INIT;
+	Vram__Selector sel = VRAM__SELECTOR__INIT;
+	Vram__Request req = VRAM__REQUEST__INIT;
+	sel.name = (char *)name;
+	t.selector = &sel;
+	if (resume) {
+		req.body_case = VRAM__REQUEST__BODY_RESUME;
+		req.resume = &t;
+	} else {
+		req.body_case = VRAM__REQUEST__BODY_PAUSE;
+		req.pause = &t;
+	}
+	return peer_send(p, &req);
+}
+
+/* Takes the next event, of kind, and acks it. */
+static void peer_ack_event(struct peer *p, Vram__EventKind kind)
+{
+	Vram__ServerMsg *m = peer_recv(p, 10000, "event");
+	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_EVENT);
+	ASSERT_EQ(m->event->kind, kind);
+	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
+	ack.event_id = m->event->event_id;
+	vram__server_msg__free_unpacked(m, NULL);
+	Vram__Request req = VRAM__REQUEST__INIT;
+	req.body_case = VRAM__REQUEST__BODY_ACK;
+	req.ack = &ack;
+	peer_send(p, &req);
+}
+
 TEST(ping_answered_while_a_release_is_held)
 {
 	char so[64], fifo[128];
@@ -194,29 +227,12 @@ TEST(ping_answered_while_a_release_is_held)
 	 * last reference, is the free that the fake now holds. */
 	peer_connect(&pauser);
 	peer_hello(&pauser, "pauser");
-	Vram__Transition t = VRAM__TRANSITION__INIT;
-	Vram__Selector sel = VRAM__SELECTOR__INIT;
-	sel.name = "held";
-	t.selector = &sel;
-	Vram__Request req = VRAM__REQUEST__INIT;
-	req.body_case = VRAM__REQUEST__BODY_PAUSE;
-	req.pause = &t;
-	uint64_t pause_id = peer_send(&pauser, &req);
-	Vram__ServerMsg *m = peer_recv(&owner, 10000, "pause event");
-	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_EVENT);
-	ASSERT_EQ(m->event->kind, VRAM__EVENT_KIND__EVENT_PAUSE);
-	uint64_t event_id = m->event->event_id;
-	vram__server_msg__free_unpacked(m, NULL);
+	uint64_t pause_id = peer_transition(&pauser, "held", false);
 
 	/* The owner acks, and pings on the same socket: the daemon reads the
 	 * ping only after the ack, which ends the pause's round, so the pause
 	 * is then waiting for the held release. */
-	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
-	ack.event_id = event_id;
-	req = (Vram__Request)VRAM__REQUEST__INIT;
-	req.body_case = VRAM__REQUEST__BODY_ACK;
-	req.ack = &ack;
-	peer_send(&owner, &req);
+	peer_ack_event(&owner, VRAM__EVENT_KIND__EVENT_PAUSE);
 	ASSERT_EQ(peer_response(&owner, peer_ping(&owner), "ping reply"), 0);
 
 	/* A client that comes now is served too. */
@@ -289,39 +305,6 @@ TEST(session_that_breaks_is_closed_from_the_loop)
 	ASSERT_EQ(harness_daemon_stop(&d), 0);
 }
 
-/* Sends a pause or resume of the pool named name from p; returns its id. */
-static uint64_t peer_transition(struct peer *p, const char *name, bool resume)
-{
-	Vram__Transition t = VRAM__TRANSITION__INIT;
-	Vram__Selector sel = VRAM__SELECTOR__INIT;
-	Vram__Request req = VRAM__REQUEST__INIT;
-	sel.name = (char *)name;
-	t.selector = &sel;
-	if (resume) {
-		req.body_case = VRAM__REQUEST__BODY_RESUME;
-		req.resume = &t;
-	} else {
-		req.body_case = VRAM__REQUEST__BODY_PAUSE;
-		req.pause = &t;
-	}
-	return peer_send(p, &req);
-}
-
-/* Takes the next event, of kind, and acks it. */
-static void peer_ack_event(struct peer *p, Vram__EventKind kind)
-{
-	Vram__ServerMsg *m = peer_recv(p, 10000, "event");
-	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_EVENT);
-	ASSERT_EQ(m->event->kind, kind);
-	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
-	ack.event_id = m->event->event_id;
-	vram__server_msg__free_unpacked(m, NULL);
-	Vram__Request req = VRAM__REQUEST__INIT;
-	req.body_case = VRAM__REQUEST__BODY_ACK;
-	req.ack = &ack;
-	peer_send(p, &req);
-}
-
 /* The clearing pump (daemon/backend/cuda_pump.h) runs from a resume's
  * start until no pool of the device is left paused: not while pools are
  * paused and the trainer works, on through an engine's wakes one after
@@ -350,8 +333,8 @@ TEST(the_clearing_pump_runs_from_a_resume_until_nothing_is_paused)
 
 	/* Both paused: no pump. */
 	for (int i = 0; i < 2; i++) {
-		uint64_t id = peer_transition(&engine, i ? "kv" : "weights",
-					      false);
+		uint64_t id =
+			peer_transition(&engine, i ? "kv" : "weights", false);
 		peer_ack_event(&owner, VRAM__EVENT_KIND__EVENT_PAUSE);
 		ASSERT_EQ(peer_response(&engine, id, "pause reply"), 0);
 	}
@@ -362,7 +345,8 @@ TEST(the_clearing_pump_runs_from_a_resume_until_nothing_is_paused)
 	peer_ack_event(&owner, VRAM__EVENT_KIND__EVENT_RESUME);
 	ASSERT_EQ(peer_response(&engine, id, "resume reply"), 0);
 	ASSERT(strstr(harness_daemon_log(&d), "clearing pump on device 0 on"));
-	ASSERT(!strstr(harness_daemon_log(&d), "clearing pump on device 0 off"));
+	ASSERT(!strstr(harness_daemon_log(&d),
+		       "clearing pump on device 0 off"));
 
 	/* The KV cache wakes: nothing is paused, so off. */
 	id = peer_transition(&engine, "kv", true);

@@ -51,6 +51,9 @@ typedef unsigned long long CUdeviceptr;
 #define OK 0
 #define INVALID_VALUE 1
 #define OUT_OF_MEMORY 2
+#define INVALID_CONTEXT 201
+#define ILLEGAL_ADDRESS 700
+#define HOST_NOT_REGISTERED 713
 
 /* cuda.h's CUmemAllocationProp, as far as the fake reads it. */
 struct fake_alloc_prop {
@@ -65,9 +68,6 @@ struct fake_alloc_prop {
 		unsigned char reserved[4];
 	} alloc_flags;
 };
-#define INVALID_CONTEXT 201
-#define ILLEGAL_ADDRESS 700
-#define HOST_NOT_REGISTERED 713
 
 struct handle {
 	int fd;
