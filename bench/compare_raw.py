@@ -61,18 +61,20 @@ class CudaError(RuntimeError):
 
 
 class Driver:
-    """libcuda.so.1 with a primary context current on device."""
+    """libcuda.so.1 with a primary context current on device (none with
+    context=False, as vramd's daemon runs)."""
 
-    def __init__(self, device=0):
+    def __init__(self, device=0, context=True):
         self.lib = ctypes.CDLL("libcuda.so.1")
         self.u64 = ctypes.c_uint64
         self.check("cuInit", 0)
         dev = ctypes.c_int()
         self.check("cuDeviceGet", ctypes.byref(dev), device)
         self.dev = dev.value
-        ctx = ctypes.c_void_p()
-        self.check("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), self.dev)
-        self.check("cuCtxSetCurrent", ctx)
+        if context:
+            ctx = ctypes.c_void_p()
+            self.check("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), self.dev)
+            self.check("cuCtxSetCurrent", ctx)
         self.prop = _Prop()
         self.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
         self.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE

@@ -57,11 +57,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_raw import (  # noqa: E402
-    CU_MEM_ALLOCATION_TYPE_PINNED,
-    CU_MEM_LOCATION_TYPE_DEVICE,
-    _Prop,
-)
+from compare_raw import Driver, Group  # noqa: E402
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -81,7 +77,6 @@ def scale_sizes(f):
     TRAINER_BYTES = max(g, int(100 * GiB * f) // g * g)
     TRAINER_TENSOR = min(GiB, TRAINER_BYTES)
 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
-CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED = 110
 
 
 class Creator:
@@ -89,31 +84,15 @@ class Creator:
     as vramd's daemon makes its chunks."""
 
     def __init__(self, ctx, rdma, fd):
-        self.lib = ctypes.CDLL("libcuda.so.1")
-        self.check("cuInit", 0)
-        dev = ctypes.c_int()
-        self.check("cuDeviceGet", ctypes.byref(dev), 0)
-        if ctx:
-            c = ctypes.c_void_p()
-            self.check("cuDevicePrimaryCtxRetain", ctypes.byref(c), dev.value)
-            self.check("cuCtxSetCurrent", c)
-        self.prop = _Prop()
-        self.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
-        self.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE
-        self.prop.location.id = dev.value
+        # The floor's driver: RDMA capable where the device allows it.
+        d = Driver(context=bool(ctx))
+        self.check = d.check
+        self.prop = d.prop
         if fd:
             self.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-        if rdma:
-            a = ctypes.c_int()
-            self.check("cuDeviceGetAttribute", ctypes.byref(a),
-                       CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev.value)
-            self.prop.allocFlags.gpuDirectRDMACapable = 1 if a.value else 0
+        if not rdma:
+            self.prop.allocFlags.gpuDirectRDMACapable = 0
         self.handles = {}
-
-    def check(self, name, *args):
-        r = getattr(self.lib, name)(*args)
-        if r != 0:
-            raise RuntimeError(f"{name}: CUresult {r}")
 
     def create(self, key, n, size):
         t0 = time.perf_counter()
@@ -234,8 +213,6 @@ def floor_cycles(trainer, cycles, interleaved, pump_ms=0, chunks=0):
     weights' wake, which creates every piece before copying any (as the
     floor and vramd do) or creates, maps and copies piece by piece (as
     torch_memory_saver does)."""
-    from compare_raw import Driver, Group
-
     d = Driver()
     w = Group(d, [64 * MiB] * W_PIECES, True)
     kv = Group(d, [KV_BYTES], False)
