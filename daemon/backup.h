@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A pool's backup: where the content of a paused pool lives. For the host
- * policy a sparse memfd (or an unnamed file in host_backup_dir), for the disk policy a sparse file the daemon
- * creates in backup_dir. Either way the daemon holds one fd (struct
- * pool's backup_fd, the only place it is kept) and passes it to the
- * pool's writers, whose saver copies the device memory into a shared
- * mapping of it and whose restorer copies it back: the copy runs in the
- * client, off the daemon's loop, at the speed of the mapping (host RAM, or
- * the page cache and then the disk). The daemon only creates, measures,
- * settles and releases it, none of which reads or writes the content.
+ * policy a sparse memfd (or an unnamed file in host_backup_dir), for the
+ * disk policy a sparse file the daemon creates in backup_dir. Either way
+ * the daemon holds one fd (struct pool's backup_fd, the only place it is
+ * kept) and passes it to the pool's writers, whose saver copies the device
+ * memory into a shared mapping of it and whose restorer copies it back:
+ * the copy runs in the client, off the daemon's loop, at the speed of the
+ * mapping (host RAM, or the page cache and then the disk). The daemon only
+ * creates, measures, settles and releases it, none of which reads or
+ * writes the content.
  */
 #ifndef VRAMD_BACKUP_H
 #define VRAMD_BACKUP_H
@@ -22,10 +23,11 @@
 int backup_host_dir_set(const char *dir);
 
 /* Makes the backup of a pool: a memfd of size bytes, or a file in
- * host_backup_dir (path NULL), or a file named after the pool in dir (written to *path, which
- * holds at least BACKUP_PATH_MAX bytes). Both are sparse: they hold no
- * pages until a pause writes. Returns the fd or -errno (-ENOTDIR when the
- * disk policy is asked for and no directory is configured). */
+ * host_backup_dir (path NULL), or a file named after the pool in dir
+ * (written to *path, which holds at least BACKUP_PATH_MAX bytes). Both
+ * are sparse: they hold no pages until a pause writes. Returns the fd or
+ * -errno (-ENOTDIR when the disk policy is asked for and no directory is
+ * configured). */
 #define BACKUP_PATH_MAX 512
 int backup_create(const char *dir, uint64_t pool_id, const char *pool_name,
 		  uint64_t size, char *path);

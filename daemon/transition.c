@@ -432,14 +432,13 @@ static void item_begin(struct node *node, struct transition *t,
 	if (t->resume) {
 		step = pool_resume(p, node->backend, &node->next_event_id, &next);
 		/* The engine is waking its pools: keep the driver clearing
-		 * what the trainer freed (transition_pump_update). Only once this
-		 * resume's chunks are made: a pump allocation between a
+		 * what the trainer freed (transition_pump_update). Only once
+		 * this resume's chunks are made: a pump allocation between a
 		 * release and the create of the same size right after it
 		 * costs the create its fast path (a 64 GiB discard pool's
 		 * resume took 119 ms instead of 4.5 on the H200). */
 		backend_pump_set(node->backend, p->device, true);
-	}
-	else {
+	} else {
 		step = pool_pause(p, node->backend, &node->next_event_id,
 				  transition_backup_pending(node, p), &next);
 	}

@@ -16,10 +16,11 @@
  * changes no content (Linux 5.14; before it, the pin faults them).
  *
  * The threads (fewer for a short range) take the slices of [base + lo,
- * base + hi) in order and fault each in, calling before(arg, end of the slice) first (a wait for a
- * punch under way there, say), while the caller pins and copies the
- * slices they are done with. A slice that cannot be faulted in (an old
- * kernel) counts as done: whoever touches it next faults it.
+ * base + hi) in order and fault each in, calling before(arg, end of the
+ * slice) first (a wait for a punch under way there, say), while the caller
+ * pins and copies the slices they are done with. A slice that cannot be
+ * faulted in (an old kernel) counts as done: whoever touches it next
+ * faults it.
  *
  * start: *out is NULL (and 0 returned) for an empty range; -ENOMEM.
  * wait: returns once [lo, upto) is done; with no thread (one slice, or
