@@ -59,13 +59,17 @@ prepare() {
 	# only reports that there is no GPU.
 	make BUILD="$build" test-gpu bench-gpu ||
 		die "building the GPU tests and benchmarks failed"
-	make BUILD="$build" "$build/tests/daemon_cuda_test" \
-		"$build/tests/client_cuda_test" || die "building the CUDA unit tests failed"
+	# Targets named as the Makefile names them: it makes an absolute
+	# BUILD inside the tree relative, and an absolute target then
+	# matches no rule on a fresh checkout.
+	local target=${build#"$root"/}
+	make BUILD="$build" "$target/tests/daemon_cuda_test" \
+		"$target/tests/client_cuda_test" || die "building the CUDA unit tests failed"
 	# The fuzz targets, for the fuzz mode there (clang links the
 	# sanitizer and fuzzer runtimes and libstdc++ into them; they need
 	# only the runtime libraries below).
 	if command -v clang >/dev/null; then
-		make BUILD="$build" "$build/fuzz/daemon_fuzz" "$build/fuzz/client_fuzz" ||
+		make BUILD="$build" "$target/fuzz/daemon_fuzz" "$target/fuzz/client_fuzz" ||
 			die "building the fuzz targets failed"
 	else
 		echo "gpu-prepare: no clang here: no fuzz targets for the fuzz mode" >&2
