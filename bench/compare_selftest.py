@@ -245,7 +245,7 @@ def test_create_probe(out):
         check("create_probe.py: the fake driver builds", False, r.stderr[-1500:])
         return
     modes = ["wake", "wake-spread", "floor", "floor-interleaved", "pump:5:2", "pump-all-hold:5:2",
-             "floor-pump:5", "floor-chunks:2"]
+             "floor-pump:5", "floor-chunks:2", "peer:2", "peer-paced:3"]
     js = os.path.join(out, "probe.json")
     env = dict(os.environ, LD_LIBRARY_PATH=lib, COMPARE_BASE_PYTHONPATH=os.path.join(out, "faketorch"))
     env.pop("VRAM_LIBCUDA", None)
@@ -254,9 +254,9 @@ def test_create_probe(out):
                        env=env, capture_output=True, text=True, timeout=300)
     rows = json.load(open(js)) if r.returncode == 0 and os.path.exists(js) else []
     # Two flag sets each for the burst and the spread wake; two pumps;
-    # four floor cases.
+    # four floor cases; two peer cases.
     check("create_probe.py runs every mode against the fake driver",
-          r.returncode == 0 and len(rows) == 10 and all(len(x["kv_ms"]) == 2 for x in rows),
+          r.returncode == 0 and len(rows) == 12 and all(len(x["kv_ms"]) == 2 for x in rows),
           f"rc {r.returncode}, {len(rows)} rows\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
 
 

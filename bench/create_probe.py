@@ -35,6 +35,14 @@ beside it). "floor-chunks:N" makes the floor's weights wake as a pipelined
 resume would: N chunks made one at a time, each mapped and copied into
 before the next (docs/gpu.md, "A pipelined resume"): whether N of them,
 where torch_memory_saver makes 256, keep the clearing going.
+"peer:N" and "peer-paced:N" take vramd's shape: a peer process with no
+context (the daemon) makes the weights' N chunks and passes their fds to
+this one (the engine), which imports, maps and copies into them; then the
+peer makes the KV, timed. "peer" asks for every chunk at once, as vramd's
+resume makes them today; "peer-paced" asks for chunk k+1 once chunk k-1
+is copied, so the peer makes one chunk ahead of the copy: whether creates
+spread over the restore keep the clearing going when another process
+makes them.
 
     python3 bench/create_probe.py [--cycles 4] [--gap 490] [--modes M,..] [--scale F] [--out FILE.json]
 
@@ -173,38 +181,41 @@ def creator_main(ctx, rdma, fd, gap_ms):
     return 0
 
 
-def chunked_wake(d, w, n):
+def chunked_wake(d, w, n, base):
     """The weights' wake as a pipelined resume would make it: n chunks of
-    w.bytes / n each, made one at a time, each mapped over its pieces'
-    ranges and copied into before the next is made (w's own allocations
-    stay unmade; the chunks take their place and are released after)."""
+    w.bytes / n each, made one at a time, each mapped at its offset in the
+    contiguous range base (the driver maps a handle from its start only)
+    and copied into before the next is made (w's own allocations stay
+    unmade; the chunks take their place and are released after)."""
     n = max(1, min(n, len(w.allocs)))
     per = len(w.allocs) // n
     made = []
     for k in range(n):
         pieces = w.allocs[k * per:(k + 1) * per] if k < n - 1 else w.allocs[k * per:]
         size = sum(a.size for a in pieces)
+        off = pieces[0].host_off
         h = d.u64()
         d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(d.prop), d.u64(0))
-        made.append(h.value)
-        off = 0
-        for a in pieces:
-            d.check("cuMemMap", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.c_size_t(off), d.u64(h.value),
-                    d.u64(0))
-            d.check("cuMemSetAccess", d.u64(a.ptr), ctypes.c_size_t(a.size), ctypes.byref(d.access),
-                    ctypes.c_size_t(1))
-            d.check("cuMemcpyHtoDAsync_v2", d.u64(a.ptr), ctypes.c_void_p(w.host + a.host_off),
-                    ctypes.c_size_t(a.size), ctypes.c_void_p(0))
-            off += a.size
+        made.append((off, size, h.value))
+        d.check("cuMemMap", d.u64(base + off), ctypes.c_size_t(size), ctypes.c_size_t(0), d.u64(h.value), d.u64(0))
+        d.check("cuMemSetAccess", d.u64(base + off), ctypes.c_size_t(size), ctypes.byref(d.access),
+                ctypes.c_size_t(1))
+        d.check("cuMemcpyHtoDAsync_v2", d.u64(base + off), ctypes.c_void_p(w.host + off), ctypes.c_size_t(size),
+                ctypes.c_void_p(0))
         d.sync()
     return made
 
 
-def chunked_release(d, w, made):
-    for a in w.allocs:
-        d.check("cuMemUnmap", d.u64(a.ptr), ctypes.c_size_t(a.size))
-    for h in made:
+def chunked_release(d, base, made):
+    for off, size, h in made:
+        d.check("cuMemUnmap", d.u64(base + off), ctypes.c_size_t(size))
         d.check("cuMemRelease", d.u64(h))
+
+
+def range_reserve(d, size):
+    p = d.u64()
+    d.check("cuMemAddressReserve", ctypes.byref(p), ctypes.c_size_t(size), ctypes.c_size_t(0), d.u64(0), d.u64(0))
+    return p.value
 
 
 def floor_cycles(trainer, cycles, interleaved, pump_ms=0, chunks=0):
@@ -217,6 +228,7 @@ def floor_cycles(trainer, cycles, interleaved, pump_ms=0, chunks=0):
     w = Group(d, [64 * MiB] * W_PIECES, True)
     kv = Group(d, [KV_BYTES], False)
     kv_ms, w_ms = [], []
+    base = range_reserve(d, w.bytes) if chunks else 0
     for _ in range(cycles):
         kv.pause()
         w.pause()
@@ -230,7 +242,7 @@ def floor_cycles(trainer, cycles, interleaved, pump_ms=0, chunks=0):
         t0 = time.perf_counter()
         made = None
         if chunks:
-            made = chunked_wake(d, w, chunks)
+            made = chunked_wake(d, w, chunks, base)
         elif interleaved:
             for a in w.allocs:
                 h = d.u64()
@@ -261,10 +273,142 @@ def floor_cycles(trainer, cycles, interleaved, pump_ms=0, chunks=0):
         kv_ms.append((t2 - t1) * 1e3)
         if made is not None:
             # Back to the group's own allocations, unmade, for its pause.
-            chunked_release(d, w, made)
+            chunked_release(d, base, made)
             w._map_all()
+    if base:
+        d.check("cuMemAddressFree", d.u64(base), ctypes.c_size_t(w.bytes))
     w.close()
     kv.close()
+    return kv_ms, w_ms
+
+
+def peer_main(fd):
+    """The daemon's side of the peer modes, in a process of its own with no
+    context and vramd's daemon's flags: makes each chunk it is asked for,
+    exports it as a POSIX fd, releases its own handle (the fd holds the
+    allocation, as in daemon/backend/cuda.c) and passes the fd back
+    (SCM_RIGHTS); makes the KV's one allocation when asked, timed."""
+    import socket
+
+    s = socket.socket(fileno=fd)
+    c = Creator(0, 1, 1)
+    kv = None
+    while True:
+        msg = s.recv(256)
+        if not msg:
+            return 0
+        op = json.loads(msg)
+        h = ctypes.c_uint64()
+        if op["op"] == "make":
+            c.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(op["size"]), ctypes.byref(c.prop),
+                    ctypes.c_uint64(0))
+            out = ctypes.c_int(-1)
+            c.check("cuMemExportToShareableHandle", ctypes.byref(out), h, ctypes.c_int(1), ctypes.c_uint64(0))
+            c.check("cuMemRelease", h)
+            socket.send_fds(s, [b"{}"], [out.value])
+            os.close(out.value)
+        elif op["op"] == "kv":
+            t0 = time.perf_counter()
+            c.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(KV_BYTES), ctypes.byref(c.prop),
+                    ctypes.c_uint64(0))
+            ms = (time.perf_counter() - t0) * 1e3
+            kv = h.value
+            s.send(json.dumps({"ms": ms}).encode())
+        elif op["op"] == "kv-release":
+            if kv is not None:
+                c.check("cuMemRelease", ctypes.c_uint64(kv))
+            kv = None
+            s.send(b"{}")
+
+
+def peer_cycles(trainer, cycles, n, paced, scale):
+    """vramd's shape: the weights' chunks made in a peer process (peer_main,
+    as the daemon makes them) and imported, mapped and copied into here (as
+    the engine's libvram restores them), then the KV created in the peer,
+    timed. All n chunks asked for at once (as vramd's resume makes them
+    today), or paced: chunk k+1 asked for once chunk k-1 is copied, so the
+    peer makes one ahead of the copy (the pipelined resume's plan)."""
+    import socket
+
+    d = Driver()
+    piece = 64 * MiB
+    n = max(1, min(n, W_PIECES))
+    per = W_PIECES // n
+    sizes = [per * piece] * (n - 1) + [(W_PIECES - per * (n - 1)) * piece]
+    offs = [sum(sizes[:k]) for k in range(n)]
+    total = sum(sizes)
+    hp = ctypes.c_void_p()
+    d.check("cuMemAllocHost_v2", ctypes.byref(hp), ctypes.c_size_t(total))
+    host = hp.value
+    base = range_reserve(d, total)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--scale", str(scale),
+                          "--peer", str(theirs.fileno())], pass_fds=[theirs.fileno()])
+    theirs.close()
+    handles = {}
+
+    def ask_make(k):
+        mine.send(json.dumps({"op": "make", "size": sizes[k]}).encode())
+
+    def take(k):
+        msg, fds, _, _ = socket.recv_fds(mine, 256, 1)
+        if not fds:
+            raise RuntimeError(f"peer sent no fd (rc {p.poll()})")
+        h = d.u64()
+        d.check("cuMemImportFromShareableHandle", ctypes.byref(h), ctypes.c_void_p(fds[0]), ctypes.c_int(1))
+        os.close(fds[0])
+        handles[k] = h.value
+        d.check("cuMemMap", d.u64(base + offs[k]), ctypes.c_size_t(sizes[k]), ctypes.c_size_t(0), h, d.u64(0))
+        d.check("cuMemSetAccess", d.u64(base + offs[k]), ctypes.c_size_t(sizes[k]), ctypes.byref(d.access),
+                ctypes.c_size_t(1))
+
+    def copy(k):
+        d.check("cuMemcpyHtoDAsync_v2", d.u64(base + offs[k]), ctypes.c_void_p(host + offs[k]),
+                ctypes.c_size_t(sizes[k]), ctypes.c_void_p(0))
+
+    def call(op):
+        mine.send(json.dumps({"op": op}).encode())
+        return json.loads(mine.recv(256))
+
+    kv_ms, w_ms = [], []
+    for _ in range(cycles):
+        call("kv-release")
+        for k, h in handles.items():
+            d.check("cuMemUnmap", d.u64(base + offs[k]), ctypes.c_size_t(sizes[k]))
+            d.check("cuMemRelease", d.u64(h))
+        handles.clear()
+        trainer.step(TRAINER_BYTES, TRAINER_TENSOR)
+        t0 = time.perf_counter()
+        if paced:
+            ask_make(0)
+            take(0)
+            copy(0)
+            if n > 1:
+                ask_make(1)
+            for k in range(1, n):
+                take(k)
+                d.sync()  # chunk k-1 copied
+                copy(k)
+                if k + 1 < n:
+                    ask_make(k + 1)
+        else:
+            for k in range(n):
+                ask_make(k)
+            for k in range(n):
+                take(k)
+            for k in range(n):
+                copy(k)
+        d.sync()
+        w_ms.append((time.perf_counter() - t0) * 1e3)
+        kv_ms.append(call("kv")["ms"])
+    call("kv-release")
+    for k, h in handles.items():
+        d.check("cuMemUnmap", d.u64(base + offs[k]), ctypes.c_size_t(sizes[k]))
+        d.check("cuMemRelease", d.u64(h))
+    mine.close()
+    p.wait(60)
+    d.check("cuMemAddressFree", d.u64(base), ctypes.c_size_t(total))
+    d.check("cuMemFreeHost", ctypes.c_void_p(host))
     return kv_ms, w_ms
 
 
@@ -283,15 +427,19 @@ def main():
     ap.add_argument("--gap", type=float, default=490.0, help="ms between the weights' and the KV's create")
     ap.add_argument("--modes", default="wake,wake-spread,floor,floor-interleaved",
                     help="flags (all eight create combinations), wake, wake-spread, floor, floor-interleaved, "
-                    "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB, floor-pump:P, floor-chunks:N")
+                    "pump:P:MIB, pump-all:P:MIB, pump-hold:P:MIB, pump-all-hold:P:MIB, floor-pump:P, floor-chunks:N, "
+                    "peer:N, peer-paced:N")
     ap.add_argument("--scale", type=float, default=1.0,
                     help="every size times this (default 1: the RL step's 16 + 64 GiB and 100 GiB)")
     ap.add_argument("--out")
     ap.add_argument("--creator", nargs=3, type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--peer", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
     scale_sizes(a.scale)
     if a.creator:
         return creator_main(*a.creator, a.gap)
+    if a.peer is not None:
+        return peer_main(a.peer)
 
     from compare_child import Trainer
 
@@ -362,6 +510,10 @@ def main():
         row(m, kv, w)
     for m in [m for m in modes if m.startswith("floor-chunks:")]:
         kv, w = floor_cycles(trainer, a.cycles, False, chunks=int(m.split(":")[1]))
+        row(m, kv, w)
+    for m in [m for m in modes if m.startswith(("peer:", "peer-paced:"))]:
+        kind, n = m.split(":")
+        kv, w = peer_cycles(trainer, a.cycles, int(n), kind == "peer-paced", a.scale)
         row(m, kv, w)
     trainer.close()
     if a.out:

@@ -54,6 +54,7 @@ typedef unsigned long long CUdeviceptr;
 #define INVALID_CONTEXT 201
 #define ILLEGAL_ADDRESS 700
 #define HOST_NOT_REGISTERED 713
+#define NOT_SUPPORTED 801
 
 /* cuda.h's CUmemAllocationProp, as far as the fake reads it. */
 struct fake_alloc_prop {
@@ -673,7 +674,11 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t off,
 {
 	struct handle *h = (struct handle *)(uintptr_t)hv;
 	FAIL_POINT("cuMemMap");
-	if (off + size > h->size)
+	/* The driver maps a handle from its start only ("offset: currently
+	 * must be zero"): the H200 answered CUDA_ERROR_NOT_SUPPORTED. */
+	if (off != 0)
+		return NOT_SUPPORTED;
+	if (size > h->size)
 		return INVALID_VALUE;
 	/* No access until cuMemSetAccess, as on a GPU. */
 	if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
