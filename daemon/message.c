@@ -85,6 +85,8 @@ Vram__EventKind message_event_kind(enum pool_round round)
 		return VRAM__EVENT_KIND__EVENT_PAUSE;
 	case POOL_ROUND_RESUME:
 		return VRAM__EVENT_KIND__EVENT_RESUME;
+	case POOL_ROUND_RESUME_MORE:
+		return VRAM__EVENT_KIND__EVENT_RESUME_MORE;
 	}
 	abort(); /* not an enum pool_round */
 }

@@ -538,6 +538,9 @@ enum pool_step pool_resume(struct pool *p, struct backend *b,
 			return pool_fail(next, EBUSY,
 					 "a mapper failed to map it; the resume "
 					 "is being undone");
+		/* A restore in parts starts over with what is made, and
+		 * tries again to make the rest as it goes. */
+		p->make_err = 0;
 		if (pool_round_again(p, event_ids) == 0)
 			return pool_advance(p, b, event_ids, next);
 		return pool_send(next, POOL_ROUND_RESUME);
@@ -552,11 +555,21 @@ enum pool_step pool_resume(struct pool *p, struct backend *b,
 					 "backup but no read-write mapper is "
 					 "attached to restore it");
 	}
-	for (i = 0; i < p->n_chunks; i++) {
+	/* A restorer that takes the chunks in parts gets the first few now
+	 * and each later one as it restores (pool_resume_progress): the
+	 * creates spread over the copy, as an engine's own allocations
+	 * would, and the driver keeps clearing what another process freed
+	 * meanwhile (docs/gpu.md, "A resume in parts"). */
+	unsigned make = p->n_chunks;
+	if (bm && bm->parts && make > POOL_PARTS_AHEAD)
+		make = POOL_PARTS_AHEAD;
+	for (i = 0; i < make; i++) {
 		r = backend_chunk_create(b, p->device, &p->chunks[i]);
 		if (r < 0)
 			goto undo;
 	}
+	p->made = make;
+	p->make_err = 0;
 	p->undo_err = 0;
 	if (!bm)
 		return pool_map_round(p, b, event_ids, next, NULL);
@@ -614,14 +627,33 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 					 "again to retry)");
 		return pool_done(next, pool_paused(p, b));
 	case POOL_RESUMING_RESTORE:
+		/* A restorer in parts that acks before it was sent every
+		 * chunk restored only some of the pool. */
+		if (!err && p->made < p->n_chunks)
+			err = EPROTO;
 		if (!err)
 			return pool_map_round(p, b, event_ids, next,
 					      pool_round_backup(p));
 		/* The restorer unmapped what it mapped (or died with it), and
 		 * nobody else was sent the chunks: back to PAUSED with the
-		 * backup as it was. */
+		 * backup as it was (chunks never made hold nothing). */
 		pool_release_chunks(p, b, 0);
 		pool_set_state(p, POOL_PAUSED);
+		if (p->make_err) {
+			err = p->make_err;
+			p->make_err = 0;
+			return pool_fail(next, err,
+					 err == ENOMEM ?
+					 "its device has not enough free memory "
+					 "for it; it stays paused with its backup" :
+					 "its chunks could not be made; it stays "
+					 "paused with its backup");
+		}
+		if (err == EPROTO)
+			return pool_fail(next, err,
+					 "the mapper restoring its backup acked "
+					 "before it was sent every chunk; it stays "
+					 "paused with its backup");
 		return pool_fail(next, err,
 				 err == EPIPE ?
 				 "the mapper restoring its backup went away; it "
@@ -680,6 +712,33 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 				 "again");
 	}
 	return POOL_STEP_WAIT;
+}
+
+enum pool_step pool_resume_progress(struct pool *p, struct backend *b,
+				    const struct session *s, unsigned restored,
+				    struct pool_next *next)
+{
+	struct mapper *bm = pool_round_backup(p);
+
+	if (p->state != POOL_RESUMING_RESTORE || !bm || !bm->pending ||
+	    bm->session != s || p->make_err || restored > p->made)
+		return POOL_STEP_WAIT;
+	unsigned due = p->n_chunks - restored < POOL_PARTS_AHEAD ?
+			       p->n_chunks :
+			       restored + POOL_PARTS_AHEAD;
+	if (p->made >= due)
+		return POOL_STEP_WAIT;
+	next->first = p->made;
+	while (p->made < due) {
+		int r = backend_chunk_create(b, p->device,
+					     &p->chunks[p->made]);
+		if (r < 0) {
+			p->make_err = -r;
+			break;
+		}
+		p->made++;
+	}
+	return pool_send(next, POOL_ROUND_RESUME_MORE);
 }
 
 int pool_ack(struct pool *p, struct session *s, uint64_t event_id, int err)

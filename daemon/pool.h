@@ -20,6 +20,10 @@
  *   RESUMING_RESTORE --restored--> RESUMING_MAP (every other mapper)
  *                    --failed--> PAUSED  chunks released, backup kept,
  *                                        nobody else ever mapped
+ *                    (a restorer that takes them in parts is sent the
+ *                    first POOL_PARTS_AHEAD chunks, and each later one is
+ *                    made once it has restored all but that many:
+ *                    pool_resume_progress)
  *   RESUMING_MAP --mapped--> ACTIVE
  *                --failed--> PAUSING_UNDO_SAVE  host: the content (written
  *                                        since the restore) is saved again
@@ -98,8 +102,14 @@ struct mapper {
 	bool readonly;
 	bool pending;   /* owes an ack for the pool's current round */
 	bool backup;    /* asked to save (pause) or restore (resume) */
+	bool parts;     /* restores a resume whose chunks come in parts */
 	int ack_err;    /* positive errno from its last ack */
 };
+
+/* A restore in parts: how many chunks the daemon makes ahead of what the
+ * restorer reports restored. Two keep one chunk made and mapped while
+ * the one before is copied. */
+#define POOL_PARTS_AHEAD 2
 
 struct pool {
 	uint64_t id;
@@ -113,6 +123,11 @@ struct pool {
 
 	struct chunk *chunks;
 	unsigned n_chunks, cap_chunks;
+	/* Chunks made for the resume under way, from the first: n_chunks
+	 * but in a restore in parts (RESUMING_RESTORE), whose failed create
+	 * make_err (positive errno) then holds. */
+	unsigned made;
+	int make_err;
 	uint64_t bytes;    /* sum of chunk sizes, kept while paused */
 
 	/* The backup (backup.h): the one place its fd is kept. A memfd or a
@@ -195,11 +210,16 @@ enum pool_step {
 enum pool_round {
 	POOL_ROUND_SAVE,   /* save the backup, stay mapped; the chunks' layout */
 	POOL_ROUND_PAUSE,  /* unmap */
-	POOL_ROUND_RESUME, /* map the chunks sent with their fds */
+	POOL_ROUND_RESUME, /* map the chunks sent with their fds: the first
+			    * made of them, with more to come if fewer than
+			    * all */
+	POOL_ROUND_RESUME_MORE, /* the restorer's next chunks, from
+				 * next->first to made, or make_err */
 };
 
 struct pool_next {
 	enum pool_round round; /* POOL_STEP_SEND */
+	unsigned first;        /* POOL_ROUND_RESUME_MORE: its first chunk */
 	uint64_t bytes;        /* POOL_STEP_DONE */
 	int err;               /* POOL_STEP_FAILED: positive errno */
 	const char *why;       /* POOL_STEP_FAILED: what happened, a phrase
@@ -235,6 +255,17 @@ enum pool_step pool_pause(struct pool *p, struct backend *b,
  * backup must be restored and no read-write mapper exists. */
 enum pool_step pool_resume(struct pool *p, struct backend *b,
 			   uint64_t *event_ids, struct pool_next *next);
+
+/* The restorer s of a resume in parts has restored the first restored
+ * chunks: makes those now due (up to POOL_PARTS_AHEAD beyond them) and
+ * asks to send them (SEND, POOL_ROUND_RESUME_MORE from next->first), or
+ * to send make_err when one cannot be made (the restorer then unmaps and
+ * fails the round: PAUSED, chunks released, backup kept). WAIT when
+ * nothing is due, or the report is not the restorer's or is past what
+ * was sent (ignored). */
+enum pool_step pool_resume_progress(struct pool *p, struct backend *b,
+				    const struct session *s, unsigned restored,
+				    struct pool_next *next);
 
 /* Takes the edge out of p's state once its round owes no more acks (after
  * an ack, or a mapper that went away): the next round (SEND), the end

@@ -85,6 +85,7 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 	if (h->instance && h->instance[0])
 		snprintf(s->who.instance, sizeof(s->who.instance), "%s",
 			 h->instance);
+	s->resume_in_parts = h->resume_in_parts;
 	s->hello_done = true;
 	hr.n_devices = device_infos_fill(srv->node.backend, dev, devp);
 	hr.version = WIRE_PROTOCOL_VERSION;
@@ -229,8 +230,10 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 		return;
 	}
 	r = pool_mapper_add(p, s, &s->who, false);
-	if (r == 0)
+	if (r == 0) {
+		pool_mapper_find(p, s)->parts = s->resume_in_parts;
 		r = node_pool_add(&srv->node, p);
+	}
 	if (r < 0) {
 		pool_destroy(p, srv->node.backend);
 		session_reply_error(s, id, -r, "cannot create pool: %s", strerror(-r));
@@ -272,6 +275,7 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id,
 				    p->name);
 		return;
 	}
+	pool_mapper_find(p, s)->parts = s->resume_in_parts;
 	/* A pool rebuilt after a restart waits for its owner's pid
 	 * (recover.h) until the grace period ends; an orphan has none. */
 	/* Only the pool's own uid takes it over: its uid is the scope of
@@ -607,7 +611,8 @@ int request_handle(struct server *srv, struct session *s,
 {
 	uint64_t id = req->id;
 
-	if (req->body_case != VRAM__REQUEST__BODY_ACK && id == 0)
+	if (req->body_case != VRAM__REQUEST__BODY_ACK &&
+	    req->body_case != VRAM__REQUEST__BODY_PROGRESS && id == 0)
 		return -EPROTO;
 	switch (req->body_case) {
 	case VRAM__REQUEST__BODY_HELLO:
@@ -648,6 +653,10 @@ int request_handle(struct server *srv, struct session *s,
 		break;
 	case VRAM__REQUEST__BODY_OUTSIDE_REPORT:
 		audit_outside_report(s, id, req->outside_report);
+		break;
+	case VRAM__REQUEST__BODY_PROGRESS:
+		transition_progress(&srv->node, s, req->progress->event_id,
+				    req->progress->restored);
 		break;
 	case VRAM__REQUEST__BODY_ACK:
 		transition_ack(&srv->node, s, req->ack->event_id, req->ack->err,

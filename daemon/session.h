@@ -36,6 +36,7 @@ struct session {
 	struct wire_rx rx; /* filled by the owner's read loop */
 	struct wire_tx tx;
 	bool hello_done;
+	bool resume_in_parts; /* its Hello said it restores in parts */
 	bool closing; /* session_close ran; freed once nobody holds it */
 	bool broken;  /* a send failed; closed from the loop, not the sender */
 	bool reading; /* watch for input; the owner pauses and resumes it */

@@ -53,17 +53,25 @@ static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
 
 /* Sends the round's event to every mapper that owes an ack. */
 static void round_send(const struct backend *b, struct pool *p,
-		       enum pool_round round)
+		       const struct pool_next *next)
 {
+	enum pool_round round = next->round;
 	Vram__Event ev = VRAM__EVENT__INIT;
 	struct chunk_list l;
-	/* RESUME carries the chunks with their fds; SAVE their layout only, so
-	 * the saver can check it maps all of the pool before it saves. */
-	bool layout = round == POOL_ROUND_RESUME || round == POOL_ROUND_SAVE;
-	unsigned n = layout ? p->n_chunks : 0;
-	unsigned nfds = round == POOL_ROUND_RESUME ? n : 0;
+	/* RESUME carries the chunks made with their fds (RESUME_MORE those
+	 * made since), SAVE their layout only, so the saver can check it
+	 * maps all of the pool before it saves. */
+	bool resume = round == POOL_ROUND_RESUME ||
+		      round == POOL_ROUND_RESUME_MORE;
+	unsigned first = round == POOL_ROUND_RESUME_MORE ? next->first : 0;
+	unsigned n = 0;
+	if (round == POOL_ROUND_SAVE)
+		n = p->n_chunks;
+	else if (resume && !(round == POOL_ROUND_RESUME_MORE && p->make_err))
+		n = p->made - first;
+	unsigned nfds = resume ? n : 0;
 
-	if (chunk_list_make(&l, p, 0, n, 0) < 0) {
+	if (chunk_list_make(&l, p, first, n, 0) < 0) {
 		/* Every mapper misses this round: it times out and can be
 		 * retried; nothing is lost. */
 		log_err("pool %s: out of memory sending events", p->name);
@@ -74,6 +82,9 @@ static void round_send(const struct backend *b, struct pool *p,
 	ev.pool_id = p->id;
 	ev.n_chunks = n;
 	ev.chunks = l.ptrs;
+	ev.more = resume && p->made < p->n_chunks && !p->make_err;
+	if (round == POOL_ROUND_RESUME_MORE)
+		ev.err = p->make_err;
 	for (unsigned i = 0; i < n && !nfds; i++)
 		l.chunks[i].fd_index = -1;
 	/* A failed send only marks its session for closing later
@@ -107,7 +118,7 @@ static void item_step(const struct backend *b, struct pool *p,
 	case POOL_STEP_WAIT:
 		return;
 	case POOL_STEP_SEND:
-		round_send(b, p, next->round);
+		round_send(b, p, next);
 		return;
 	case POOL_STEP_DONE:
 		log_info("pool %s %s: %llu bytes %s", p->name,
@@ -173,6 +184,30 @@ void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		return;
 	}
 	log_debug("late or unknown ack %llu from pid %u",
+		  (unsigned long long)event_id, s->who.pid);
+}
+
+void transition_progress(struct node *node, struct session *s,
+			 uint64_t event_id, unsigned restored)
+{
+	for (unsigned i = 0; i < node->n_pools; i++) {
+		struct pool *p = node->pools[i];
+		if (p->event_id != event_id)
+			continue;
+		struct pool_next next;
+		uint64_t t0 = uv_hrtime();
+		enum pool_step step = pool_resume_progress(p, node->backend, s,
+							   restored, &next);
+		if (p->op)
+			p->op->t->release_ns += uv_hrtime() - t0;
+		if (step == POOL_STEP_SEND)
+			log_debug("pool %s: restored %u of %u chunk(s); made up "
+				  "to %u%s", p->name, restored, p->n_chunks,
+				  p->made, p->make_err ? ", then failed" : "");
+		item_step(node->backend, p, step, &next);
+		return;
+	}
+	log_debug("late or unknown progress of %llu from pid %u",
 		  (unsigned long long)event_id, s->who.pid);
 }
 

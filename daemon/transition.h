@@ -89,6 +89,11 @@ int transition_run(struct node *node, struct session *requester,
 		   const bool *allowed, unsigned n, unsigned timeout_ms,
 		   transition_done_fn *done, void *done_arg);
 
+/* A restorer's report of a resume in parts (ResumeProgress): the chunks
+ * now due are made and sent to it (pool_resume_progress). */
+void transition_progress(struct node *node, struct session *s,
+			 uint64_t event_id, unsigned restored);
+
 /* A mapper acknowledged event_id with err (positive errno). */
 void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		    int err, const char *message);

@@ -206,6 +206,26 @@ static void call_ack(struct vram_client *c, const struct events_ack *a)
 		call_break(c, r, "writing to vramd failed");
 }
 
+/* Reports a restore in parts (events.c); no answer comes. A failure
+ * breaks the connection, as an ack's does. */
+static void call_progress(struct vram_client *c, uint64_t event_id,
+			  uint32_t restored)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__ResumeProgress pr = VRAM__RESUME_PROGRESS__INIT;
+	int r;
+
+	if (c->broken)
+		return;
+	pr.event_id = event_id;
+	pr.restored = restored;
+	req.body_case = VRAM__REQUEST__BODY_PROGRESS;
+	req.progress = &pr;
+	r = call_write(c, &req);
+	if (r < 0)
+		call_break(c, r, "writing to vramd failed");
+}
+
 /* Decodes and handles one frame. Returns 1 for an event, 0 for a response,
  * -EPROTO when the frame makes no sense (the connection must go). */
 static int call_process(struct vram_client *c, const struct wire_frame *f)
@@ -222,7 +242,7 @@ static int call_process(struct vram_client *c, const struct wire_frame *f)
 	}
 	if (msg->body_case == VRAM__SERVER_MSG__BODY_EVENT && msg->event) {
 		char saved[ERROR_MSG_MAX];
-		struct events_ack ack;
+		struct events_ack ack = { .progress = call_progress };
 		int64_t t0 = clock_now_ns();
 
 		snprintf(saved, sizeof(saved), "%s", error_get());

@@ -114,24 +114,77 @@ static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
 	return r;
 }
 
+/* Restores chunks [from, n) of a resume in parts one at a time, and
+ * reports each to the daemon, which makes the next ones as they are due
+ * (but the last of all: its ack follows). */
+static int events_restore_parts(struct vram_pool *p, const Vram__Event *ev,
+				size_t from, const struct events_ack *ack)
+{
+	size_t n = p->map.n_chunks;
+
+	for (size_t k = from; k < n; k++) {
+		int r = mapping_restore_chunks(&p->map, k, k + 1);
+		if (r < 0)
+			return r;
+		if ((ev->more || k + 1 < n) && ack->progress)
+			ack->progress(p->client, ev->event_id, (uint32_t)k + 1);
+	}
+	return 0;
+}
+
+/* A RESUME's end, once every chunk is mapped (and restored): the backup
+ * given back if it goes, the pool ACTIVE. */
+static int events_resumed(struct vram_pool *p, bool restored, char *msg,
+			  size_t msglen)
+{
+	if (p->owner && p->map.size < p->sa.size) {
+		snprintf(msg, msglen,
+			 "resume of pool %s brings %llu bytes, %llu are allocated",
+			 p->name, (unsigned long long)p->map.size,
+			 (unsigned long long)p->sa.size);
+		mapping_unmap_all(&p->map);
+		return -EPROTO;
+	}
+	/* Restored: a backup to be released leaves this process now and its
+	 * pins go on a thread (mapping_backup_give_back), so that the ack is
+	 * not held up and the daemon's release (once every mapper maps the
+	 * pool) frees its pages. */
+	if (restored && (p->flags & VRAM_POOL_RELEASE_BACKUP))
+		mapping_backup_give_back(&p->map);
+	p->size = p->map.size;
+	p->state = VRAM_STATE_ACTIVE;
+	if (p->owner && p->map.size > p->sa.size)
+		suballoc_grow(&p->sa, p->map.size);
+	return 0;
+}
+
 /* RESUME: map the chunks carried at their offsets, restore the backup if
- * asked. On failure whatever was mapped is unmapped again and the pool
- * stays PAUSED. */
-static int events_resume(struct vram_pool *p,
-			 const Vram__Event *ev, const struct wire_frame *f,
-			 char *msg, size_t msglen)
+ * asked. With more set, the rest of the chunks come in RESUME_MORE events
+ * of the same id (events_resume_more) and the ack waits for the last: the
+ * event wants no ack now (1 is returned in *later). On failure whatever
+ * was mapped is unmapped again and the pool stays PAUSED. */
+static int events_resume(struct vram_pool *p, const Vram__Event *ev,
+			 const struct wire_frame *f, const struct events_ack *ack,
+			 bool *later, char *msg, size_t msglen)
 {
 	struct mapping_desc *d = NULL;
-	uint64_t total = 0;
 	int r;
 
+	p->parts_event = 0;
 	if (p->dropped)
 		return 0;
 	if (mapping_n_mapped(&p->map) > 0) {
-		/* Resumed while we still map old chunks: they are stale. */
+		/* Resumed while we still map old chunks: they are stale (or a
+		 * restore in parts starts over). */
 		log_write(VRAM_LOG_WARN,
 			  "pool %s resumed while mapped; remapping", p->name);
 		mapping_unmap_all(&p->map);
+	}
+	if (ev->more && (!ev->backup || !ack->progress)) {
+		snprintf(msg, msglen,
+			 "resume of pool %s in parts without a restore",
+			 p->name);
+		return -EPROTO;
 	}
 	r = mapping_descs_from_wire(ev->chunks, ev->n_chunks, f, &d);
 	if (r < 0) {
@@ -139,29 +192,21 @@ static int events_resume(struct vram_pool *p,
 			 p->name);
 		return r;
 	}
-	for (size_t i = 0; i < ev->n_chunks; i++)
-		total += d[i].size;
-	if (p->owner && total < p->sa.size) {
-		snprintf(
-			msg, msglen,
-			"resume of pool %s brings %llu bytes, %llu are allocated",
-			p->name, (unsigned long long)total,
-			(unsigned long long)p->sa.size);
-		r = -EPROTO;
-		goto out;
-	}
 	int64_t t0 = clock_now_ns();
-	double map_ms, restore_ms = 0, give_ms = 0;
+	double map_ms, restore_ms = 0;
 	r = mapping_remap(&p->map, d, ev->n_chunks);
+	free(d);
 	map_ms = clock_lap_ms(&t0);
 	if (r < 0) {
 		snprintf(msg, msglen, "mapping pool %s failed: %s", p->name,
 			 strerror(-r));
-		goto out;
+		return r;
 	}
 	if (ev->backup) {
 		if (!p->map.backup || p->readonly)
 			r = -ENODEV;
+		else if (ev->more)
+			r = events_restore_parts(p, ev, 0, ack);
 		else
 			r = mapping_restore(&p->map);
 		restore_ms = clock_lap_ms(&t0);
@@ -170,28 +215,77 @@ static int events_resume(struct vram_pool *p,
 				 "restoring pool %s from its backup failed: %s",
 				 p->name, strerror(-r));
 			mapping_unmap_all(&p->map);
-			goto out;
+			return r;
 		}
-		/* Restored: a backup to be released leaves this process
-		 * now and its pins go on a thread (mapping_backup_give_back),
-		 * so that the ack is not held up and the daemon's release
-		 * (once every mapper maps the pool) frees its pages. */
-		if (p->flags & VRAM_POOL_RELEASE_BACKUP)
-			mapping_backup_give_back(&p->map);
-		give_ms = clock_lap_ms(&t0);
 	}
 	log_write(VRAM_LOG_DEBUG,
 		  "pool %s: mapped %zu chunk(s), %llu MiB, in %.2f ms; "
-		  "restored in %.2f ms; gave its backup back in %.2f ms",
-		  p->name, ev->n_chunks, (unsigned long long)(total >> 20),
-		  map_ms, restore_ms, give_ms);
-	p->size = p->map.size;
-	p->state = VRAM_STATE_ACTIVE;
-	if (p->owner && p->map.size > p->sa.size)
-		suballoc_grow(&p->sa, p->map.size);
-out:
+		  "restored in %.2f ms%s",
+		  p->name, ev->n_chunks,
+		  (unsigned long long)(p->map.size >> 20), map_ms, restore_ms,
+		  ev->more ? "; more to come" : "");
+	if (ev->more) {
+		p->parts_event = ev->event_id;
+		*later = true;
+		return 0;
+	}
+	return events_resumed(p, ev->backup, msg, msglen);
+}
+
+/* RESUME_MORE: the next chunks of the restore in parts under way, or the
+ * daemon's word that it could not make them (the pool is unmapped and the
+ * error acked). One for a restore no longer under way here (started over,
+ * dropped) is stale: ignored. */
+static int events_resume_more(struct vram_pool *p, const Vram__Event *ev,
+			      const struct wire_frame *f,
+			      const struct events_ack *ack, bool *later,
+			      char *msg, size_t msglen)
+{
+	struct mapping_desc *d = NULL;
+	size_t from = p->map.n_chunks;
+	int r;
+
+	if (p->dropped || p->parts_event != ev->event_id) {
+		log_write(VRAM_LOG_DEBUG,
+			  "pool %s: stale RESUME_MORE %llu ignored", p->name,
+			  (unsigned long long)ev->event_id);
+		*later = true;
+		return 0;
+	}
+	p->parts_event = 0;
+	if (ev->err) {
+		snprintf(msg, msglen,
+			 "vramd could not make the rest of pool %s: %s",
+			 p->name, strerror(ev->err));
+		mapping_unmap_all(&p->map);
+		return -ev->err;
+	}
+	r = mapping_descs_from_wire(ev->chunks, ev->n_chunks, f, &d);
+	if (r == 0)
+		r = mapping_append(&p->map, d, ev->n_chunks, 1);
 	free(d);
-	return r;
+	if (r < 0) {
+		snprintf(msg, msglen, "mapping more of pool %s failed: %s",
+			 p->name, strerror(-r));
+	} else {
+		r = events_restore_parts(p, ev, from, ack);
+		if (r < 0)
+			snprintf(msg, msglen,
+				 "restoring pool %s from its backup failed: %s",
+				 p->name, strerror(-r));
+	}
+	if (r < 0) {
+		mapping_unmap_all(&p->map);
+		return r;
+	}
+	if (ev->more) {
+		p->parts_event = ev->event_id;
+		*later = true;
+		return 0;
+	}
+	log_write(VRAM_LOG_DEBUG, "pool %s: restored in parts, %zu chunk(s)",
+		  p->name, p->map.n_chunks);
+	return events_resumed(p, true, msg, msglen);
 }
 
 /* GROW: the owner grew the pool; map the new chunks. Chunks this process
@@ -235,6 +329,7 @@ static void events_drop(struct vram_client *c, struct vram_pool *p)
 {
 	mapping_unmap_all(&p->map);
 	mapping_backup_release(&p->map);
+	p->parts_event = 0;
 	p->dropped = true;
 	p->state = VRAM_STATE_PAUSED;
 	pthread_cond_broadcast(&c->cond);
@@ -260,6 +355,7 @@ int events_handle(struct vram_client *c, const Vram__Event *ev,
 {
 	struct vram_pool *p = pool_find(c, ev->pool_id);
 	char msg[sizeof(ack->message)] = "";
+	bool later = false; /* a resume in parts: the ack comes with the last */
 	int r = 0;
 
 	switch (ev->kind) {
@@ -276,7 +372,19 @@ int events_handle(struct vram_client *c, const Vram__Event *ev,
 		return events_answer(ev, "save", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_RESUME:
 		if (p)
-			r = events_resume(p, ev, f, msg, sizeof(msg));
+			r = events_resume(p, ev, f, ack, &later, msg,
+					  sizeof(msg));
+		if (later)
+			return 0;
+		return events_answer(ev, "resume", r, msg, ack);
+	case VRAM__EVENT_KIND__EVENT_RESUME_MORE:
+		if (p)
+			r = events_resume_more(p, ev, f, ack, &later, msg,
+					       sizeof(msg));
+		else
+			later = true; /* closed here: its close told the daemon */
+		if (later)
+			return 0;
 		return events_answer(ev, "resume", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_GROW:
 		if (p)

@@ -14,6 +14,10 @@ struct events_ack {
 	uint64_t event_id;
 	int err; /* 0 or -errno */
 	char message[256];
+	/* Set by the caller: reports a restore in parts (chunks restored so
+	 * far) to the daemon before the ack. */
+	void (*progress)(struct vram_client *c, uint64_t event_id,
+			 uint32_t restored);
 };
 
 /* Handles one event from the daemon. In the reader, with c->lock held;

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "call.h"
 #include "client.h"
@@ -28,6 +29,11 @@ int client_hello(struct vram_client *c)
 	const char *job = getenv("VRAM_JOB");
 	if (job && *job)
 		hello.job = (char *)job;
+	/* Restores take their chunks as the daemon makes them, one ahead of
+	 * the copy (events.c); VRAM_RESUME_IN_PARTS=0 takes them all at
+	 * once, as before. */
+	const char *parts = getenv("VRAM_RESUME_IN_PARTS");
+	hello.resume_in_parts = !(parts && strcmp(parts, "0") == 0);
 	req.body_case = VRAM__REQUEST__BODY_HELLO;
 	req.hello = &hello;
 	r = call_run(c, &req, &call, CONNECT_TIMEOUT_MS);

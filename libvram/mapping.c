@@ -575,19 +575,22 @@ static int mapping_save_file(struct mapping *m, const struct vmm_span *spans,
 	return r;
 }
 
-static int mapping_copy(struct mapping *m, int to_host)
+/* Copies chunks [from, to) of the mapping. */
+static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to)
 {
 	size_t n = 0;
 	int r;
 
 	if (!m->backup)
 		return -ENODEV;
-	if (m->n_chunks == 0)
+	if (to > m->n_chunks)
+		to = m->n_chunks;
+	if (from >= to)
 		return 0;
-	struct vmm_span *spans = calloc(2 * m->n_chunks, sizeof(*spans));
+	struct vmm_span *spans = calloc(2 * (to - from), sizeof(*spans));
 	if (!spans)
 		return -ENOMEM;
-	for (size_t i = 0; i < m->n_chunks; i++) {
+	for (size_t i = from; i < to; i++) {
 		struct mapping_chunk *c = &m->chunks[i];
 		if (!c->mapped)
 			continue;
@@ -614,7 +617,7 @@ static int mapping_copy(struct mapping *m, int to_host)
 	 * gate. */
 	struct mapping_copying cp = { .to_host = to_host,
 				      .spans = spans,
-				      .part = spans + m->n_chunks,
+				      .part = spans + (to - from),
 				      .n = n };
 	mapping_register(m, &cp);
 	r = cp.r;
@@ -630,12 +633,17 @@ static int mapping_copy(struct mapping *m, int to_host)
 
 int mapping_save(struct mapping *m)
 {
-	return mapping_copy(m, 1);
+	return mapping_copy(m, 1, 0, m->n_chunks);
 }
 
 int mapping_restore(struct mapping *m)
 {
-	return mapping_copy(m, 0);
+	return mapping_copy(m, 0, 0, m->n_chunks);
+}
+
+int mapping_restore_chunks(struct mapping *m, size_t from, size_t to)
+{
+	return mapping_copy(m, 0, from, to);
 }
 
 /* The thread unpins every region, then punches the memfd a slice at a

@@ -114,6 +114,9 @@ uint64_t mapping_bytes_mapped(const struct mapping *m);
  * than the layout, -ENODEV if there is no backup. */
 int mapping_save(struct mapping *m);
 int mapping_restore(struct mapping *m);
+/* Restores chunks [from, to) only (a resume in parts: each as it comes).
+ * The backup is registered up to the end of what is mapped. */
+int mapping_restore_chunks(struct mapping *m, size_t from, size_t to);
 
 /* Holds back this process's give-backs' unpins while a resume call is
  * under way and for MAPPING_GATE_LINGER_MS after, short of anyone waiting

@@ -38,6 +38,8 @@ struct vram_pool {
 	bool linked;		/* in client->pools */
 	uint64_t size;		/* the pool's size (kept while paused) */
 	uint64_t reserve_bytes; /* the range as the daemon knows it */
+	uint64_t parts_event;	/* the RESUME whose restore in parts is under
+				 * way here (events.c), or 0 */
 	unsigned users;		/* public calls in progress (atomic) */
 	struct mapping map;
 	struct suballoc sa; /* owner only */

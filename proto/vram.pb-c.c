@@ -1268,6 +1268,51 @@ void   vram__stats_reply__free_unpacked
   assert(message->base.descriptor == &vram__stats_reply__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   vram__resume_progress__init
+                     (Vram__ResumeProgress         *message)
+{
+  static const Vram__ResumeProgress init_value = VRAM__RESUME_PROGRESS__INIT;
+  *message = init_value;
+}
+size_t vram__resume_progress__get_packed_size
+                     (const Vram__ResumeProgress *message)
+{
+  assert(message->base.descriptor == &vram__resume_progress__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t vram__resume_progress__pack
+                     (const Vram__ResumeProgress *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &vram__resume_progress__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t vram__resume_progress__pack_to_buffer
+                     (const Vram__ResumeProgress *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &vram__resume_progress__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Vram__ResumeProgress *
+       vram__resume_progress__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Vram__ResumeProgress *)
+     protobuf_c_message_unpack (&vram__resume_progress__descriptor,
+                                allocator, len, data);
+}
+void   vram__resume_progress__free_unpacked
+                     (Vram__ResumeProgress *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &vram__resume_progress__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   vram__event_ack__init
                      (Vram__EventAck         *message)
 {
@@ -1493,7 +1538,7 @@ void   vram__server_msg__free_unpacked
   assert(message->base.descriptor == &vram__server_msg__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor vram__hello__field_descriptors[4] =
+static const ProtobufCFieldDescriptor vram__hello__field_descriptors[5] =
 {
   {
     "version",
@@ -1543,17 +1588,30 @@ static const ProtobufCFieldDescriptor vram__hello__field_descriptors[4] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "resume_in_parts",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Hello, resume_in_parts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__hello__field_indices_by_name[] = {
   2,   /* field[2] = instance */
   3,   /* field[3] = job */
   1,   /* field[1] = name */
+  4,   /* field[4] = resume_in_parts */
   0,   /* field[0] = version */
 };
 static const ProtobufCIntRange vram__hello__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 5 }
 };
 const ProtobufCMessageDescriptor vram__hello__descriptor =
 {
@@ -1563,7 +1621,7 @@ const ProtobufCMessageDescriptor vram__hello__descriptor =
   "Vram__Hello",
   "vram",
   sizeof(Vram__Hello),
-  4,
+  5,
   vram__hello__field_descriptors,
   vram__hello__field_indices_by_name,
   1,  vram__hello__number_ranges,
@@ -3903,6 +3961,57 @@ const ProtobufCMessageDescriptor vram__stats_reply__descriptor =
   (ProtobufCMessageInit) vram__stats_reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor vram__resume_progress__field_descriptors[2] =
+{
+  {
+    "event_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ResumeProgress, event_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "restored",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__ResumeProgress, restored),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned vram__resume_progress__field_indices_by_name[] = {
+  0,   /* field[0] = event_id */
+  1,   /* field[1] = restored */
+};
+static const ProtobufCIntRange vram__resume_progress__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor vram__resume_progress__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "vram.ResumeProgress",
+  "ResumeProgress",
+  "Vram__ResumeProgress",
+  "vram",
+  sizeof(Vram__ResumeProgress),
+  2,
+  vram__resume_progress__field_descriptors,
+  vram__resume_progress__field_indices_by_name,
+  1,  vram__resume_progress__number_ranges,
+  (ProtobufCMessageInit) vram__resume_progress__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor vram__event_ack__field_descriptors[3] =
 {
   {
@@ -3967,7 +4076,7 @@ const ProtobufCMessageDescriptor vram__event_ack__descriptor =
   (ProtobufCMessageInit) vram__event_ack__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__request__field_descriptors[15] =
+static const ProtobufCFieldDescriptor vram__request__field_descriptors[16] =
 {
   {
     "id",
@@ -4138,6 +4247,18 @@ static const ProtobufCFieldDescriptor vram__request__field_descriptors[15] =
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
   {
+    "progress",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Vram__Request, body_case),
+    offsetof(Vram__Request, progress),
+    &vram__resume_progress__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
     "outside_report",
     40,
     PROTOBUF_C_LABEL_NONE,
@@ -4156,7 +4277,7 @@ static const unsigned vram__request__field_indices_by_name[] = {
   1,   /* field[1] = hello */
   0,   /* field[0] = id */
   9,   /* field[9] = list */
-  14,   /* field[14] = outside_report */
+  15,   /* field[15] = outside_report */
   7,   /* field[7] = pause */
   12,   /* field[12] = ping */
   5,   /* field[5] = pool_close */
@@ -4164,6 +4285,7 @@ static const unsigned vram__request__field_indices_by_name[] = {
   6,   /* field[6] = pool_drop */
   4,   /* field[4] = pool_grow */
   3,   /* field[3] = pool_open */
+  14,   /* field[14] = progress */
   8,   /* field[8] = resume */
   10,   /* field[10] = stats */
 };
@@ -4171,8 +4293,8 @@ static const ProtobufCIntRange vram__request__number_ranges[3 + 1] =
 {
   { 1, 0 },
   { 10, 1 },
-  { 40, 14 },
-  { 0, 15 }
+  { 40, 15 },
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor vram__request__descriptor =
 {
@@ -4182,14 +4304,14 @@ const ProtobufCMessageDescriptor vram__request__descriptor =
   "Vram__Request",
   "vram",
   sizeof(Vram__Request),
-  15,
+  16,
   vram__request__field_descriptors,
   vram__request__field_indices_by_name,
   3,  vram__request__number_ranges,
   (ProtobufCMessageInit) vram__request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__event__field_descriptors[5] =
+static const ProtobufCFieldDescriptor vram__event__field_descriptors[7] =
 {
   {
     "event_id",
@@ -4251,18 +4373,44 @@ static const ProtobufCFieldDescriptor vram__event__field_descriptors[5] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "more",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Event, more),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "err",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_INT32,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Event, err),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__event__field_indices_by_name[] = {
   3,   /* field[3] = backup */
   4,   /* field[4] = chunks */
+  6,   /* field[6] = err */
   0,   /* field[0] = event_id */
   1,   /* field[1] = kind */
+  5,   /* field[5] = more */
   2,   /* field[2] = pool_id */
 };
 static const ProtobufCIntRange vram__event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 7 }
 };
 const ProtobufCMessageDescriptor vram__event__descriptor =
 {
@@ -4272,7 +4420,7 @@ const ProtobufCMessageDescriptor vram__event__descriptor =
   "Vram__Event",
   "vram",
   sizeof(Vram__Event),
-  5,
+  7,
   vram__event__field_descriptors,
   vram__event__field_indices_by_name,
   1,  vram__event__number_ranges,
@@ -4576,23 +4724,25 @@ const ProtobufCEnumDescriptor vram__access__descriptor =
   vram__access__value_ranges,
   NULL,NULL,NULL,NULL   /* reserved[1234] */
 };
-static const ProtobufCEnumValue vram__event_kind__enum_values_by_number[5] =
+static const ProtobufCEnumValue vram__event_kind__enum_values_by_number[6] =
 {
   { "EVENT_PAUSE", "VRAM__EVENT_KIND__EVENT_PAUSE", 0 },
   { "EVENT_RESUME", "VRAM__EVENT_KIND__EVENT_RESUME", 1 },
   { "EVENT_GROW", "VRAM__EVENT_KIND__EVENT_GROW", 2 },
   { "EVENT_DROP", "VRAM__EVENT_KIND__EVENT_DROP", 3 },
   { "EVENT_SAVE", "VRAM__EVENT_KIND__EVENT_SAVE", 4 },
+  { "EVENT_RESUME_MORE", "VRAM__EVENT_KIND__EVENT_RESUME_MORE", 5 },
 };
 static const ProtobufCIntRange vram__event_kind__value_ranges[] = {
-{0, 0},{0, 5}
+{0, 0},{0, 6}
 };
-static const ProtobufCEnumValueIndex vram__event_kind__enum_values_by_name[5] =
+static const ProtobufCEnumValueIndex vram__event_kind__enum_values_by_name[6] =
 {
   { "EVENT_DROP", 3 },
   { "EVENT_GROW", 2 },
   { "EVENT_PAUSE", 0 },
   { "EVENT_RESUME", 1 },
+  { "EVENT_RESUME_MORE", 5 },
   { "EVENT_SAVE", 4 },
 };
 const ProtobufCEnumDescriptor vram__event_kind__descriptor =
@@ -4602,9 +4752,9 @@ const ProtobufCEnumDescriptor vram__event_kind__descriptor =
   "EventKind",
   "Vram__EventKind",
   "vram",
-  5,
+  6,
   vram__event_kind__enum_values_by_number,
-  5,
+  6,
   vram__event_kind__enum_values_by_name,
   1,
   vram__event_kind__value_ranges,

@@ -44,6 +44,7 @@ typedef struct Vram__Ping Vram__Ping;
 typedef struct Vram__QuotaUsage Vram__QuotaUsage;
 typedef struct Vram__OutsideReport Vram__OutsideReport;
 typedef struct Vram__StatsReply Vram__StatsReply;
+typedef struct Vram__ResumeProgress Vram__ResumeProgress;
 typedef struct Vram__EventAck Vram__EventAck;
 typedef struct Vram__Request Vram__Request;
 typedef struct Vram__Event Vram__Event;
@@ -94,7 +95,14 @@ typedef enum _Vram__EventKind {
   /*
    * wait for the device, copy the pool into its backup,
    */
-  VRAM__EVENT_KIND__EVENT_SAVE = 4
+  VRAM__EVENT_KIND__EVENT_SAVE = 4,
+  /*
+   * stay mapped, ack (the first round of a host pause)
+   */
+  /*
+   * more chunks of the restore under way (the
+   */
+  VRAM__EVENT_KIND__EVENT_RESUME_MORE = 5
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__EVENT_KIND)
 } Vram__EventKind;
 
@@ -119,10 +127,17 @@ struct  Vram__Hello
    * the job the client is a rank of (VRAM_JOB),
    */
   char *job;
+  /*
+   * to pause and resume its ranks as one gang
+   */
+  /*
+   * it restores a RESUME whose chunks come in
+   */
+  protobuf_c_boolean resume_in_parts;
 };
 #define VRAM__HELLO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__hello__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
 
 
 struct  Vram__DeviceInfo
@@ -709,6 +724,21 @@ struct  Vram__StatsReply
     , (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string, 0, 0,NULL }
 
 
+/*
+ * The restorer of a resume in parts: chunks restored so far, counted from
+ * the first. No reply; the daemon makes the next chunks as they are due.
+ */
+struct  Vram__ResumeProgress
+{
+  ProtobufCMessage base;
+  uint64_t event_id;
+  uint32_t restored;
+};
+#define VRAM__RESUME_PROGRESS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&vram__resume_progress__descriptor) \
+    , 0, 0 }
+
+
 struct  Vram__EventAck
 {
   ProtobufCMessage base;
@@ -739,6 +769,7 @@ typedef enum {
   VRAM__REQUEST__BODY_ACK = 20,
   VRAM__REQUEST__BODY_PING = 21,
   VRAM__REQUEST__BODY_AUDIT = 22,
+  VRAM__REQUEST__BODY_PROGRESS = 23,
   VRAM__REQUEST__BODY_OUTSIDE_REPORT = 40
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(VRAM__REQUEST__BODY__CASE)
 } Vram__Request__BodyCase;
@@ -765,6 +796,7 @@ struct  Vram__Request
     Vram__EventAck *ack;
     Vram__Ping *ping;
     Vram__Audit *audit;
+    Vram__ResumeProgress *progress;
     Vram__OutsideReport *outside_report;
   };
 };
@@ -788,10 +820,18 @@ struct  Vram__Event
   protobuf_c_boolean backup;
   size_t n_chunks;
   Vram__Chunk **chunks;
+  /*
+   * RESUME, RESUME_MORE: chunks still to come
+   */
+  protobuf_c_boolean more;
+  /*
+   * RESUME_MORE: the rest could not be made
+   */
+  int32_t err;
 };
 #define VRAM__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__event__descriptor) \
-    , 0, VRAM__EVENT_KIND__EVENT_PAUSE, 0, 0, 0,NULL }
+    , 0, VRAM__EVENT_KIND__EVENT_PAUSE, 0, 0, 0,NULL, 0, 0 }
 
 
 typedef enum {
@@ -1384,6 +1424,25 @@ Vram__StatsReply *
 void   vram__stats_reply__free_unpacked
                      (Vram__StatsReply *message,
                       ProtobufCAllocator *allocator);
+/* Vram__ResumeProgress methods */
+void   vram__resume_progress__init
+                     (Vram__ResumeProgress         *message);
+size_t vram__resume_progress__get_packed_size
+                     (const Vram__ResumeProgress   *message);
+size_t vram__resume_progress__pack
+                     (const Vram__ResumeProgress   *message,
+                      uint8_t             *out);
+size_t vram__resume_progress__pack_to_buffer
+                     (const Vram__ResumeProgress   *message,
+                      ProtobufCBuffer     *buffer);
+Vram__ResumeProgress *
+       vram__resume_progress__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   vram__resume_progress__free_unpacked
+                     (Vram__ResumeProgress *message,
+                      ProtobufCAllocator *allocator);
 /* Vram__EventAck methods */
 void   vram__event_ack__init
                      (Vram__EventAck         *message);
@@ -1565,6 +1624,9 @@ typedef void (*Vram__OutsideReport_Closure)
 typedef void (*Vram__StatsReply_Closure)
                  (const Vram__StatsReply *message,
                   void *closure_data);
+typedef void (*Vram__ResumeProgress_Closure)
+                 (const Vram__ResumeProgress *message,
+                  void *closure_data);
 typedef void (*Vram__EventAck_Closure)
                  (const Vram__EventAck *message,
                   void *closure_data);
@@ -1618,6 +1680,7 @@ extern const ProtobufCMessageDescriptor vram__ping__descriptor;
 extern const ProtobufCMessageDescriptor vram__quota_usage__descriptor;
 extern const ProtobufCMessageDescriptor vram__outside_report__descriptor;
 extern const ProtobufCMessageDescriptor vram__stats_reply__descriptor;
+extern const ProtobufCMessageDescriptor vram__resume_progress__descriptor;
 extern const ProtobufCMessageDescriptor vram__event_ack__descriptor;
 extern const ProtobufCMessageDescriptor vram__request__descriptor;
 extern const ProtobufCMessageDescriptor vram__event__descriptor;

@@ -588,6 +588,88 @@ TEST(restorer_failing_or_dying_leaves_pool_paused)
 	backend_destroy(b);
 }
 
+/* s reports a restore in parts: restored chunks done. */
+static enum pool_step progress(struct pool *p, struct backend *b,
+			       struct session *s, unsigned restored)
+{
+	memset(&nx, 0, sizeof(nx));
+	return pool_resume_progress(p, b, s, restored, &nx);
+}
+
+/* A restorer that takes its chunks in parts gets POOL_PARTS_AHEAD of them
+ * first and each later one as it reports the one two before restored;
+ * reports out of turn change nothing; a create that fails, an early ack
+ * and a restorer that dies each leave the pool PAUSED with its backup and
+ * nothing held; a restorer that does not take parts gets every chunk. */
+TEST(restore_in_parts_makes_chunks_as_restored)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_shared(b, 5, false);
+
+	pool_mapper_find(p, A)->parts = true;
+	pause_ok(p, b, 3);
+	expect_send(resume_(p, b), POOL_ROUND_RESUME, p, 1, 1);
+	ASSERT_EQ(p->made, POOL_PARTS_AHEAD);
+	ASSERT_EQ(live, 2);
+	ASSERT_EQ(progress(p, b, B, 1), POOL_STEP_WAIT); /* not the restorer */
+	ASSERT_EQ(progress(p, b, A, 3), POOL_STEP_WAIT); /* past what it has */
+	ASSERT_EQ(progress(p, b, A, 0), POOL_STEP_WAIT); /* nothing due */
+	ASSERT_EQ(live, 2);
+	for (unsigned k = 1; k <= 3; k++) {
+		expect_send(progress(p, b, A, k), POOL_ROUND_RESUME_MORE, p, 1, 1);
+		ASSERT_EQ(nx.first, k + 1);
+		ASSERT_EQ(p->made, k + 2);
+		ASSERT_EQ(progress(p, b, A, k), POOL_STEP_WAIT); /* twice */
+	}
+	ASSERT_EQ(live, 5);
+	ASSERT_EQ(progress(p, b, A, 4), POOL_STEP_WAIT); /* all made */
+	expect_send(ack(p, b, A, 0), POOL_ROUND_RESUME, p, 2, 0);
+	ASSERT_EQ(progress(p, b, A, 5), POOL_STEP_WAIT); /* over */
+	ASSERT_EQ(ack(p, b, B, 0), POOL_STEP_DONE);
+	ASSERT_EQ(p->state, POOL_ACTIVE);
+
+	/* Acked before every chunk was sent: it restored a part only. */
+	pause_ok(p, b, 3);
+	expect_send(resume_(p, b), POOL_ROUND_RESUME, p, 1, 1);
+	expect_failed(ack(p, b, A, 0), EPROTO, POOL_PAUSED, p);
+	ASSERT(p->backup_valid);
+	ASSERT_EQ(live, 0);
+	ASSERT_UEQ(b->used_bytes, 0);
+
+	/* The third create fails: the restorer is told, fails the round. */
+	expect_send(resume_(p, b), POOL_ROUND_RESUME, p, 1, 1);
+	fail_at = creates;
+	expect_send(progress(p, b, A, 1), POOL_ROUND_RESUME_MORE, p, 1, 1);
+	ASSERT_EQ(p->make_err, ENOMEM);
+	ASSERT_EQ(p->made, 2u);
+	ASSERT_EQ(progress(p, b, A, 2), POOL_STEP_WAIT); /* it has failed */
+	expect_failed(ack(p, b, A, ENOMEM), ENOMEM, POOL_PAUSED, p);
+	ASSERT(strstr(nx.why, "memory"));
+	ASSERT(p->backup_valid);
+	ASSERT_EQ(p->make_err, 0);
+	ASSERT_EQ(live, 0);
+	ASSERT_UEQ(b->used_bytes, 0);
+	fail_at = -1;
+
+	/* The restorer dies halfway. */
+	expect_send(resume_(p, b), POOL_ROUND_RESUME, p, 1, 1);
+	expect_send(progress(p, b, A, 1), POOL_ROUND_RESUME_MORE, p, 1, 1);
+	expect_failed(gone(p, b, A), EPIPE, POOL_PAUSED, p);
+	ASSERT(p->backup_valid);
+	ASSERT_EQ(live, 0);
+	ASSERT_UEQ(b->used_bytes, 0);
+
+	/* B takes no parts: every chunk at once. */
+	expect_send(resume_(p, b), POOL_ROUND_RESUME, p, 2, 2);
+	ASSERT_EQ(p->made, 5u);
+	ASSERT_EQ(live, 5);
+	ASSERT_EQ(progress(p, b, B, 1), POOL_STEP_WAIT);
+	ASSERT_EQ(ack(p, b, B, 0), POOL_STEP_DONE);
+	pool_destroy(p, b);
+	ASSERT_EQ(live, 0);
+	backend_destroy(b);
+}
+
 /* A mapper that dies in a round that does not need it changes nothing. */
 TEST(other_mapper_dying_does_not_fail_a_round)
 {
