@@ -86,6 +86,45 @@ TEST(host_backup_released_after_resume)
 
 /* The default keeps the pages: nothing to ask for, and both flags at once
  * are refused. */
+/* A restore comes in parts: the daemon makes the chunks as the restorer
+ * reports them restored (its log says how far each report got), and the
+ * content is back whole; a client that says no (VRAM_RESUME_IN_PARTS=0)
+ * gets every chunk at once. */
+TEST(host_restore_comes_in_parts_unless_the_client_says_no)
+{
+	/* Chunks of 8 MiB: the pool below has 6. */
+	const char *const extra[] = { "--host-capacity", "256M", "--chunk-max",
+				      "8M", NULL };
+	integ_start_args(extra);
+	for (int parts = 1; parts >= 0; parts--) {
+		if (!parts)
+			setenv("VRAM_RESUME_IN_PARTS", "0", 1);
+		vram_client *c = integ_connect("engine");
+		const char *name = parts ? "w" : "w0";
+		void *a[6];
+		vram_pool *w = integ_pool(c, name, "weights", VRAM_POLICY_HOST,
+					  0);
+		for (int i = 0; i < 6; i++) {
+			ASSERT_OK(vram_alloc(w, DATA, &a[i]));
+			integ_fill(a[i], DATA, 20 + (uint32_t)i);
+		}
+		struct vram_pool_info in = integ_info(c, name);
+		ASSERT(in.chunks >= 6);
+		char said[128];
+		snprintf(said, sizeof(said), "pool %s: restored 1 of %u chunk(s)",
+			 name, in.chunks);
+		ASSERT_OK(vram_pool_pause(w, NULL));
+		ASSERT_OK(vram_pool_resume(w, NULL));
+		for (int i = 0; i < 6; i++)
+			ASSERT_OK(integ_check(a[i], DATA, 20 + (uint32_t)i));
+		ASSERT_EQ(strstr(harness_daemon_log(&integ_daemon), said) != NULL,
+			  parts);
+		vram_client_close(c);
+		unsetenv("VRAM_RESUME_IN_PARTS");
+	}
+	integ_stop();
+}
+
 TEST(host_backup_retained_by_default)
 {
 	integ_start("256M");

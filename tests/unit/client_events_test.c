@@ -926,6 +926,86 @@ TEST(failed_resume_acks_the_error_and_stays_paused)
 	fake_stop(&f);
 }
 
+/* A restore in parts (a RESUME with more set, then RESUME_MORE events of
+ * its id): each chunk restored is reported, the ack waits for the last
+ * part and the content is back; the daemon's word that it could not make
+ * the rest unmaps what was mapped and acks its error; a RESUME_MORE of no
+ * restore under way is ignored. */
+TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
+{
+	struct fake f;
+	void *a;
+
+	fake_init(&f);
+	fake_start(&f);
+	vram_client *c = fake_connect(&f);
+	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	ASSERT_OK(vram_alloc(p, 4096, &a));
+	fill(a, 4096, 5);
+	uint64_t id = fake_pool_id(&f, "w");
+	ASSERT_OK(vram_pool_pause(p, NULL)); /* SAVE, then PAUSE */
+	uint64_t sizes[2] = { 32 * MiB, 32 * MiB };
+	int fds[2];
+
+	/* The rest could not be made. */
+	fds[0] = fake_memfd(32 * MiB);
+	fds[1] = fake_memfd(32 * MiB);
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME, 60, id, true,
+		       sizes, fds, 2, 0, true, 0);
+	close(fds[0]);
+	close(fds[1]);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_progress_event == 60 &&
+			      f.last_progress_restored == 2);
+	ASSERT_EQ(f.n_progress, 2u);
+	ASSERT(f.last_ack_event != 60);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 60, id, true,
+		       NULL, NULL, 0, 0, false, ENOMEM);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 60);
+	ASSERT_EQ(f.last_ack_err, ENOMEM);
+	ASSERT(strstr(f.last_ack_msg, "w") != NULL);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
+	ASSERT(!chunk_mapped((uintptr_t)a));
+
+	/* No restore under way: ignored, no ack. */
+	unsigned acks = f.n_acks;
+	uint64_t more = 32 * MiB;
+	int mfd = fake_memfd(more);
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 61, id, true,
+		       &more, &mfd, 1, 64 * MiB, false, 0);
+	close(mfd);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	ASSERT_EQ(f.n_acks, acks);
+	ASSERT(!chunk_mapped((uintptr_t)a));
+
+	/* Two parts: the ack comes with the second, the content is back. */
+	fds[0] = fake_memfd(32 * MiB);
+	fds[1] = fake_memfd(32 * MiB);
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME, 62, id, true,
+		       sizes, fds, 2, 0, true, 0);
+	close(fds[0]);
+	close(fds[1]);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_progress_event == 62 &&
+			      f.last_progress_restored == 2);
+	ASSERT_EQ(f.n_acks, acks);
+	mfd = fake_memfd(more);
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 62, id, true,
+		       &more, &mfd, 1, 64 * MiB, false, 0);
+	close(mfd);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 62);
+	ASSERT_EQ(f.last_ack_err, 0);
+	ASSERT_EQ(f.last_progress_restored, 2u); /* the last is the ack */
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_ACTIVE);
+	ASSERT(check(a, 4096, 5));
+	ASSERT_UEQ(vram_pool_size(p), 96 * MiB);
+	vram_client_close(c);
+	fake_stop(&f);
+}
+
 /* A SAVE for a pool without a backup here (vramd sends SAVE only for host
  * pools): refused, and nothing is lost. */
 TEST(failed_save_keeps_the_pool_active)

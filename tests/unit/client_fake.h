@@ -84,6 +84,9 @@ struct fake {
 	uint64_t last_ack_event;
 	int last_ack_err;
 	char last_ack_msg[256];
+	unsigned n_progress; /* ResumeProgress reports */
+	uint64_t last_progress_event;
+	uint32_t last_progress_restored;
 	uint64_t held_pings[64];
 	unsigned n_held_pings;
 
@@ -182,11 +185,14 @@ static FAKE_UNUSED void fake_chunks(Vram__Chunk *ch, Vram__Chunk **cp,
 
 /* Sends an event to connection ci: n chunks of the given sizes from
  * first_offset, with fds when fds is not NULL. */
-static FAKE_UNUSED void fake_send_event(struct fake *f, int ci, int kind,
-					uint64_t event_id, uint64_t pool_id,
-					bool backup, const uint64_t *sizes,
-					const int *fds, unsigned n,
-					uint64_t first_offset)
+/* An event of a restore in parts: more says whether more chunks follow,
+ * err (positive errno) that the rest could not be made. */
+static FAKE_UNUSED void fake_send_part(struct fake *f, int ci, int kind,
+				       uint64_t event_id, uint64_t pool_id,
+				       bool backup, const uint64_t *sizes,
+				       const int *fds, unsigned n,
+				       uint64_t first_offset, bool more,
+				       int err)
 {
 	Vram__ServerMsg m = VRAM__SERVER_MSG__INIT;
 	Vram__Event ev = VRAM__EVENT__INIT;
@@ -200,9 +206,21 @@ static FAKE_UNUSED void fake_send_event(struct fake *f, int ci, int kind,
 	ev.backup = backup;
 	ev.n_chunks = n;
 	ev.chunks = cp;
+	ev.more = more;
+	ev.err = err;
 	m.body_case = VRAM__SERVER_MSG__BODY_EVENT;
 	m.event = &ev;
 	fake_send(f, ci, &m, fds, fds ? n : 0);
+}
+
+static FAKE_UNUSED void fake_send_event(struct fake *f, int ci, int kind,
+					uint64_t event_id, uint64_t pool_id,
+					bool backup, const uint64_t *sizes,
+					const int *fds, unsigned n,
+					uint64_t first_offset)
+{
+	fake_send_part(f, ci, kind, event_id, pool_id, backup, sizes, fds, n,
+		       first_offset, false, 0);
 }
 
 static FAKE_UNUSED uint64_t fake_pool_bytes(const struct fake_pool *p)
@@ -600,6 +618,11 @@ static FAKE_UNUSED void fake_handle(struct fake *f, int ci,
 		break;
 	case VRAM__REQUEST__BODY_ACK:
 		fake_ack(f, ci, req->ack);
+		break;
+	case VRAM__REQUEST__BODY_PROGRESS:
+		f->n_progress++;
+		f->last_progress_event = req->progress->event_id;
+		f->last_progress_restored = req->progress->restored;
 		break;
 	default:
 		fake_reply_err(f, ci, req->id, EOPNOTSUPP,
