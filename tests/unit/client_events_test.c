@@ -880,28 +880,46 @@ TEST(events_for_unknown_pools_are_acked_and_their_fds_closed)
 	fake_stop(&f);
 }
 
+/* The fake's host pool "w" with 4096 bytes allocated at *a, filled from
+ * seed, and paused (SAVE, then PAUSE). Returns its id. */
+static uint64_t paused_filled_pool(struct fake *f, vram_client *c,
+				   vram_pool **p, void **a, unsigned seed)
+{
+	*p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	ASSERT_OK(vram_alloc(*p, 4096, a));
+	fill(*a, 4096, seed);
+	uint64_t id = fake_pool_id(f, "w");
+	ASSERT_OK(vram_pool_pause(*p, NULL));
+	return id;
+}
+
+/* A RESUME of pool id with two chunks of 32 MiB, from memfds of 32 MiB
+ * and second bytes; more: a restore in parts. */
+static void resume_two_chunks(struct fake *f, uint64_t event_id, uint64_t id,
+			      uint64_t second, bool more)
+{
+	uint64_t sizes[2] = { 32 * MiB, 32 * MiB };
+	int fds[2] = { fake_memfd(32 * MiB), fake_memfd(second) };
+	fake_send_part(f, 0, VRAM__EVENT_KIND__EVENT_RESUME, event_id, id, true,
+		       sizes, fds, 2, 0, more, 0);
+	close(fds[0]);
+	close(fds[1]);
+}
+
 TEST(failed_resume_acks_the_error_and_stays_paused)
 {
 	struct fake f;
+	vram_pool *p;
 	void *a;
 
 	fake_init(&f);
 	fake_start(&f);
 	vram_client *c = fake_connect(&f);
-	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
-	ASSERT_OK(vram_alloc(p, 4096, &a));
-	fill(a, 4096, 3);
-	uint64_t id = fake_pool_id(&f, "w");
-	ASSERT_OK(vram_pool_pause(p, NULL)); /* SAVE, then PAUSE */
+	uint64_t id = paused_filled_pool(&f, c, &p, &a, 3);
 
 	/* Two chunks; the second memfd is smaller than it claims: mapping it
 	 * fails, and the first must be unmapped again. */
-	uint64_t sizes[2] = { 32 * MiB, 32 * MiB };
-	int fds[2] = { fake_memfd(32 * MiB), fake_memfd(1 * MiB) };
-	fake_send_event(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME, 50, id, true,
-			sizes, fds, 2, 0);
-	close(fds[0]);
-	close(fds[1]);
+	resume_two_chunks(&f, 50, id, 1 * MiB, false);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_ack_event == 50);
 	ASSERT_EQ(f.last_ack_err, EINVAL);
@@ -934,26 +952,16 @@ TEST(failed_resume_acks_the_error_and_stays_paused)
 TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 {
 	struct fake f;
+	vram_pool *p;
 	void *a;
 
 	fake_init(&f);
 	fake_start(&f);
 	vram_client *c = fake_connect(&f);
-	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
-	ASSERT_OK(vram_alloc(p, 4096, &a));
-	fill(a, 4096, 5);
-	uint64_t id = fake_pool_id(&f, "w");
-	ASSERT_OK(vram_pool_pause(p, NULL)); /* SAVE, then PAUSE */
-	uint64_t sizes[2] = { 32 * MiB, 32 * MiB };
-	int fds[2];
+	uint64_t id = paused_filled_pool(&f, c, &p, &a, 5);
 
 	/* The rest could not be made. */
-	fds[0] = fake_memfd(32 * MiB);
-	fds[1] = fake_memfd(32 * MiB);
-	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME, 60, id, true,
-		       sizes, fds, 2, 0, true, 0);
-	close(fds[0]);
-	close(fds[1]);
+	resume_two_chunks(&f, 60, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_progress_event == 60 &&
 			      f.last_progress_restored == 2);
@@ -981,12 +989,7 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 	ASSERT(!chunk_mapped((uintptr_t)a));
 
 	/* Two parts: the ack comes with the second, the content is back. */
-	fds[0] = fake_memfd(32 * MiB);
-	fds[1] = fake_memfd(32 * MiB);
-	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME, 62, id, true,
-		       sizes, fds, 2, 0, true, 0);
-	close(fds[0]);
-	close(fds[1]);
+	resume_two_chunks(&f, 62, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_progress_event == 62 &&
 			      f.last_progress_restored == 2);
