@@ -132,18 +132,29 @@ static int events_restore_parts(struct vram_pool *p, const Vram__Event *ev,
 	return 0;
 }
 
+/* -EPROTO with its message when a resume brings fewer bytes than this
+ * owner has allocated from the pool, else 0. */
+static int events_layout_short(const struct vram_pool *p, uint64_t bytes,
+			       char *msg, size_t msglen)
+{
+	if (!p->owner || bytes >= p->sa.size)
+		return 0;
+	snprintf(msg, msglen,
+		 "resume of pool %s brings %llu bytes, %llu are allocated",
+		 p->name, (unsigned long long)bytes,
+		 (unsigned long long)p->sa.size);
+	return -EPROTO;
+}
+
 /* A RESUME's end, once every chunk is mapped (and restored): the backup
  * given back if it goes, the pool ACTIVE. */
 static int events_resumed(struct vram_pool *p, bool restored, char *msg,
 			  size_t msglen)
 {
-	if (p->owner && p->map.size < p->sa.size) {
-		snprintf(msg, msglen,
-			 "resume of pool %s brings %llu bytes, %llu are allocated",
-			 p->name, (unsigned long long)p->map.size,
-			 (unsigned long long)p->sa.size);
+	int r = events_layout_short(p, p->map.size, msg, msglen);
+	if (r < 0) {
 		mapping_unmap_all(&p->map);
-		return -EPROTO;
+		return r;
 	}
 	/* Restored: a backup to be released leaves this process now and its
 	 * pins go on a thread (mapping_backup_give_back), so that the ack is
@@ -191,6 +202,17 @@ static int events_resume(struct vram_pool *p, const Vram__Event *ev,
 		snprintf(msg, msglen, "resume of pool %s: bad chunk list",
 			 p->name);
 		return r;
+	}
+	/* All of it in this event: refused before anything is mapped. */
+	if (!ev->more) {
+		uint64_t total = 0;
+		for (size_t i = 0; i < ev->n_chunks; i++)
+			total += d[i].size;
+		r = events_layout_short(p, total, msg, msglen);
+		if (r < 0) {
+			free(d);
+			return r;
+		}
 	}
 	int64_t t0 = clock_now_ns();
 	double map_ms, restore_ms = 0;
