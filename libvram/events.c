@@ -123,7 +123,14 @@ static int events_restore_parts(struct vram_pool *p, const Vram__Event *ev,
 	size_t n = p->map.n_chunks;
 
 	for (size_t k = from; k < n; k++) {
+		/* What the device's copy waited for between two chunks (the
+		 * map of this one, the daemon's event), for the log. */
+		int64_t t0 = clock_now_ns();
+		if (k > 0 && p->parts_copied_ns)
+			p->parts_gap_ns += t0 - p->parts_copied_ns;
 		int r = mapping_restore_chunks(&p->map, k, k + 1);
+		p->parts_copied_ns = clock_now_ns();
+		p->parts_copy_ns += p->parts_copied_ns - t0;
 		if (r < 0)
 			return r;
 		if ((ev->more || k + 1 < n) && ack->progress)
@@ -182,6 +189,7 @@ static int events_resume(struct vram_pool *p, const Vram__Event *ev,
 	int r;
 
 	p->parts_event = 0;
+	p->parts_copied_ns = p->parts_copy_ns = p->parts_gap_ns = 0;
 	if (p->dropped)
 		return 0;
 	if (mapping_n_mapped(&p->map) > 0) {
@@ -305,8 +313,11 @@ static int events_resume_more(struct vram_pool *p, const Vram__Event *ev,
 		*later = true;
 		return 0;
 	}
-	log_write(VRAM_LOG_DEBUG, "pool %s: restored in parts, %zu chunk(s)",
-		  p->name, p->map.n_chunks);
+	log_write(VRAM_LOG_DEBUG,
+		  "pool %s: restored in parts, %zu chunk(s): copies %.2f ms, "
+		  "between them %.2f ms",
+		  p->name, p->map.n_chunks, p->parts_copy_ns / 1e6,
+		  p->parts_gap_ns / 1e6);
 	return events_resumed(p, true, msg, msglen);
 }
 

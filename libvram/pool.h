@@ -40,6 +40,8 @@ struct vram_pool {
 	uint64_t reserve_bytes; /* the range as the daemon knows it */
 	uint64_t parts_event;	/* the RESUME whose restore in parts is under
 				 * way here (events.c), or 0 */
+	int64_t parts_copied_ns; /* its last chunk's copy ended (clock.h) */
+	int64_t parts_copy_ns, parts_gap_ns; /* in copies, between them */
 	unsigned users;		/* public calls in progress (atomic) */
 	struct mapping map;
 	struct suballoc sa; /* owner only */
