@@ -22,8 +22,9 @@ struct events_ack {
 
 /* Handles one event from the daemon. In the reader, with c->lock held;
  * f's fds are closed by the caller. Returns 1 when the event wants an ack,
- * which *ack then holds and the caller sends, or 0. Never waits on the
- * daemon. */
+ * which *ack then holds and the caller sends, or 0 (a restore in parts:
+ * until its last part, reporting each chunk through ack->progress, which
+ * the caller sets). Never waits on the daemon. */
 int events_handle(struct vram_client *c, const Vram__Event *ev,
 		  const struct wire_frame *f, struct events_ack *ack);
 
