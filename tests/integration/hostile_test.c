@@ -2,7 +2,8 @@
 /* Hostile and flooding clients (issue 12): the fd limit, idle connections
  * from one uid, hellos that never come, readers that never read, and
  * names that are not text. Each case reproduced its problem on the daemon
- * before daemon/limit.c. */
+ * before daemon/limit.c. And reports of a restore in parts from a session
+ * that restores nothing. */
 #include <fcntl.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -540,6 +541,47 @@ TEST(quotas_per_uid_and_group)
 		ASSERT_OK(vram_pool_drop(c, addr));
 	}
 	vram_pool_info_free(infos, n);
+	vram_client_close(c);
+	integ_stop();
+}
+
+/* Request{progress{event_id, restored}} (id 0: no answer comes). */
+static void raw_progress(int fd, uint8_t event_id, uint8_t restored)
+{
+	const uint8_t req[] = { 0xba, 0x01, 0x04, 0x08, event_id, 0x10,
+				restored };
+	raw_send(fd, req, sizeof(req));
+}
+
+/* Reports of a restore in parts from a session that restores nothing, for
+ * every event id the daemon has used and chunks it never sent, while a
+ * pool of many chunks is paused: nothing is made, the session is not
+ * closed for them, and the pool's own resume is whole. */
+TEST(stray_resume_progress_makes_nothing)
+{
+	const char *const extra[] = { "--host-capacity", "256M", "--chunk-max",
+				      "8M", NULL };
+	integ_start_args(extra);
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(w, 48 * MiB, &a));
+	integ_fill(a, 48 * MiB, 31);
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	uint64_t paused = integ_stats(c).used_bytes;
+
+	int fd = raw_connect(false);
+	ASSERT(fd >= 0);
+	raw_hello(fd);
+	for (unsigned id = 1; id < 64; id++)
+		for (unsigned k = 0; k < 8; k++)
+			raw_progress(fd, (uint8_t)id, (uint8_t)(k * 16));
+	ASSERT(!raw_closed_by_daemon(fd, 200));
+	ASSERT_UEQ(integ_stats(c).used_bytes, paused);
+
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	ASSERT_OK(integ_check(a, 48 * MiB, 31));
+	close(fd);
 	vram_client_close(c);
 	integ_stop();
 }
