@@ -18,6 +18,10 @@
 #                                   torch_memory_saver (bench/compare.py
 #                                   ARGS), building upstream from .tms-src/
 #                                   first; results under $OUT/compare
+#   tools/gpu-prepare.sh figures    there: issue 11's figures in one pass
+#                                   (compare without sweeps, the 1 GiB
+#                                   discard pair, the 64-client ping) into
+#                                   $OUT/figures.txt and figures.tgz
 #   tools/gpu-prepare.sh fuzz [N|Ns] [JOBS] [TARGET..]
 #                                   there: the prebuilt libFuzzer targets
 #                                   ($VRAM_BUILD/fuzz, built here when clang
@@ -185,6 +189,16 @@ gpu_compare() {
 	return $rc
 }
 
+# Runs CMD.. with its output into FILE; fails unless it passed or skipped
+# (77: no GPU or no PyTorch, as the GPU benchmarks and compare.py say).
+figure() {
+	local file=$1 r
+	shift
+	"$@" >"$file" 2>&1
+	r=$?
+	[ $r -eq 0 ] || [ $r -eq 77 ]
+}
+
 mode=${1:-prepare}
 [ $# -gt 0 ] && shift
 case $mode in
@@ -217,6 +231,39 @@ compare)
 	gpu_compare "$out/compare" "$@"
 	rc=$?
 	echo "results in $out/compare"
+	exit $rc
+	;;
+figures)
+	# Issue 11's "Done when" figures in one pass (about 6 minutes on the
+	# H200): the side-by-side without sweeps, the 1 GiB discard pool
+	# against its floor and the 64-client ping, packed into figures.tgz
+	# (the device's reply carries only so many files), their tables in
+	# figures.txt.
+	out=${OUT:-$build/gpu-results}
+	d=$out/figures
+	mkdir -p "$d" || exit 1
+	runtime_env
+	check_build
+	rc=0
+	export VRAM_LOG=${VRAM_LOG:-debug}
+	figure "$d/compare.log" gpu_compare "$d/compare" --sweeps none \
+		--workloads host,rl,discard-one,discard-many || rc=1
+	figure "$d/raw1g.txt" "$build/bench/gpu_raw" --sizes 1 \
+		--policies discard --no-gap --cycles 10 || rc=1
+	figure "$d/vramd1g.txt" env BENCH_DAEMON_LOG=1 "$build/bench/gpu_vramd" \
+		--sizes 1 --policies discard --cycles 10 || rc=1
+	figure "$d/ping.txt" env BENCH_ONLY=ping "$build/bench/rpc" || rc=1
+	{
+		echo "head $(git -C "$root" rev-parse --short HEAD 2>/dev/null || cat "$root/.head" 2>/dev/null)"
+		cat "$d/compare/compare.md" 2>/dev/null || tail -n 5 "$d/compare.log"
+		echo "== 1 GiB discard: floor, then vramd"
+		tail -n 2 "$d/raw1g.txt"
+		tail -n 2 "$d/vramd1g.txt"
+		echo "== 64-client ping"
+		cat "$d/ping.txt"
+	} >"$out/figures.txt"
+	tar czf "$out/figures.tgz" -C "$out" figures && rm -rf "$d"
+	echo "results in $out/figures.txt and $out/figures.tgz"
 	exit $rc
 	;;
 fuzz)
@@ -254,6 +301,6 @@ exec)
 	exec "$@"
 	;;
 *)
-	die "unknown mode $mode (prepare, gpu, test, bench, compare, fuzz, exec)"
+	die "unknown mode $mode (prepare, gpu, test, bench, compare, figures, fuzz, exec)"
 	;;
 esac
