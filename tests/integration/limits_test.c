@@ -56,6 +56,51 @@ TEST(out_of_memory_on_resume_keeps_backup_and_retries)
 	integ_stop();
 }
 
+/* The device fills while a restore in parts is under way: its first two
+ * chunks are made, the third is not. The resume fails with ENOMEM, the
+ * pool stays paused with its backup (the restorer unmapped what it had),
+ * nothing stays held, and a retry once there is room restores it whole. */
+TEST(out_of_memory_halfway_through_a_restore_in_parts_keeps_backup)
+{
+	const char *const extra[] = { "--host-capacity", "64M", "--chunk-max",
+				      "8M", NULL };
+	integ_start_args(extra);
+	vram_client *c = integ_connect("engine");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	void *a;
+	ASSERT_OK(vram_pool_reserve(w, 32 * MiB));
+	ASSERT_OK(vram_alloc(w, 32 * MiB, &a));
+	integ_fill(a, 32 * MiB, 78);
+	ASSERT_EQ(integ_info(c, "w").chunks, 4u);
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	/* Someone else leaves room for two of its four chunks. */
+	vram_client *o = integ_connect("other");
+	vram_pool *q = integ_pool(o, "q", "t", VRAM_POLICY_DISCARD, 0);
+	ASSERT_OK(vram_pool_reserve(q, 48 * MiB));
+	uint64_t held = integ_stats(c).used_bytes;
+	ASSERT_UEQ(held, integ_base.used_bytes + 48 * MiB);
+	struct vram_report rep = VRAM_REPORT_INIT;
+	ASSERT_EQ(vram_pool_resume(w, &rep), -ENOMEM);
+	ASSERT(strstr(vram_last_error(), "memory") != NULL);
+	ASSERT_EQ(vram_pool_state(w), VRAM_STATE_PAUSED);
+	ASSERT_EQ(integ_info(c, "w").state, VRAM_STATE_PAUSED);
+	ASSERT(strstr(harness_daemon_log(&integ_daemon),
+		      "pool w: restored 1 of 4 chunk(s); made up to 2, then "
+		      "failed") != NULL);
+	ASSERT_UEQ(integ_stats(c).used_bytes, held);
+	vram_client_close(o);
+	int r = -ENOMEM;
+	for (int i = 0; i < 100 && r == -ENOMEM; i++) {
+		r = vram_pool_resume(w, NULL);
+		if (r == -ENOMEM)
+			harness_msleep(10);
+	}
+	ASSERT_OK(r);
+	ASSERT_OK(integ_check(a, 32 * MiB, 78));
+	vram_client_close(c);
+	integ_stop();
+}
+
 TEST(bad_arguments_return_einval)
 {
 	integ_start("64M");
