@@ -92,10 +92,7 @@ TEST(host_backup_released_after_resume)
  * gets every chunk at once. */
 TEST(host_restore_comes_in_parts_unless_the_client_says_no)
 {
-	/* Chunks of 8 MiB: the pool below has 6. */
-	const char *const extra[] = { "--host-capacity", "256M", "--chunk-max",
-				      "8M", NULL };
-	integ_start_args(extra);
+	integ_start_chunked("256M", "8M"); /* the pool below has 6 chunks */
 	for (int parts = 1; parts >= 0; parts--) {
 		if (!parts)
 			setenv("VRAM_RESUME_IN_PARTS", "0", 1);

@@ -559,9 +559,7 @@ static void raw_progress(int fd, uint8_t event_id, uint8_t restored)
  * closed for them, and the pool's own resume is whole. */
 TEST(stray_resume_progress_makes_nothing)
 {
-	const char *const extra[] = { "--host-capacity", "256M", "--chunk-max",
-				      "8M", NULL };
-	integ_start_args(extra);
+	integ_start_chunked("256M", "8M");
 	vram_client *c = integ_connect("engine");
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
 	void *a;

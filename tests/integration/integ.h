@@ -50,6 +50,17 @@ static inline void integ_start(const char *capacity)
 	integ_start_args(extra);
 }
 
+/* integ_start() with chunks of at most chunk_max ("8M"...): a pool of
+ * many chunks from a small allocation (a restore in parts). */
+static inline void integ_start_chunked(const char *capacity,
+				       const char *chunk_max)
+{
+	const char *const extra[] = { "--host-capacity", capacity,
+				      "--ack-timeout-ms", "3000",
+				      "--chunk-max", chunk_max, NULL };
+	integ_start_args(extra);
+}
+
 /* Stops the daemon, which must exit cleanly, without the leak check: for
  * a case that leaves something in the daemon on purpose. */
 static inline void integ_stop_unchecked(void)

@@ -3,6 +3,19 @@
 
 #include "integ.h"
 
+/* Resumes w, again while it fails with ENOMEM for up to a second (another
+ * client's pool goes asynchronously once it closes). */
+static int resume_once_there_is_room(vram_pool *w)
+{
+	int r = -ENOMEM;
+	for (int i = 0; i < 100 && r == -ENOMEM; i++) {
+		r = vram_pool_resume(w, NULL);
+		if (r == -ENOMEM)
+			harness_msleep(10);
+	}
+	return r;
+}
+
 TEST(out_of_memory_on_grow_is_clear)
 {
 	integ_start("64M");
@@ -44,13 +57,7 @@ TEST(out_of_memory_on_resume_keeps_backup_and_retries)
 	ASSERT_UEQ(info.backup_bytes, 64 * MiB);
 	/* Retried after the other lets go: the content is back. */
 	vram_client_close(o);
-	int r = -ENOMEM;
-	for (int i = 0; i < 100 && r == -ENOMEM; i++) {
-		r = vram_pool_resume(w, NULL);
-		if (r == -ENOMEM)
-			harness_msleep(10);
-	}
-	ASSERT_OK(r);
+	ASSERT_OK(resume_once_there_is_room(w));
 	ASSERT_OK(integ_check(a, 40 * MiB, 77));
 	vram_client_close(c);
 	integ_stop();
@@ -62,9 +69,7 @@ TEST(out_of_memory_on_resume_keeps_backup_and_retries)
  * nothing stays held, and a retry once there is room restores it whole. */
 TEST(out_of_memory_halfway_through_a_restore_in_parts_keeps_backup)
 {
-	const char *const extra[] = { "--host-capacity", "64M", "--chunk-max",
-				      "8M", NULL };
-	integ_start_args(extra);
+	integ_start_chunked("64M", "8M");
 	vram_client *c = integ_connect("engine");
 	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
 	void *a;
@@ -89,13 +94,7 @@ TEST(out_of_memory_halfway_through_a_restore_in_parts_keeps_backup)
 		      "failed") != NULL);
 	ASSERT_UEQ(integ_stats(c).used_bytes, held);
 	vram_client_close(o);
-	int r = -ENOMEM;
-	for (int i = 0; i < 100 && r == -ENOMEM; i++) {
-		r = vram_pool_resume(w, NULL);
-		if (r == -ENOMEM)
-			harness_msleep(10);
-	}
-	ASSERT_OK(r);
+	ASSERT_OK(resume_once_there_is_room(w));
 	ASSERT_OK(integ_check(a, 32 * MiB, 78));
 	vram_client_close(c);
 	integ_stop();
