@@ -302,6 +302,8 @@ class Runner:
             res = {"backend": backend, "complete": False, "cases": []}
         res["rc"] = rc
         res["log"] = os.path.relpath(log_path, self.out)
+        if backend.startswith("vramd"):
+            res["parts"] = restores_in_parts(log_path)
         res["wall_s"] = time.monotonic() - t0
         if res.get("complete") and rc == 0:
             res["status"] = "ok"
@@ -317,6 +319,38 @@ class Runner:
         if res["status"] == "ok":
             print(f"   done in {res['wall_s']:.0f} s" + (f" (rc {rc})" if rc else ""), flush=True)
         return res
+
+
+PARTS_LINE = re.compile(r"restored in parts, (\d+) chunk\(s\): copies ([\d.]+) ms, between them ([\d.]+) ms")
+
+
+def restores_in_parts(log_path):
+    """libvram's debug line for each restore in parts in a child's log
+    (VRAM_LOG=debug): its chunks, and the ms of its copies and between
+    them (what the device waited for: a map, the daemon's event)."""
+    try:
+        with open(log_path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    return [{"chunks": int(n), "copy_ms": float(c), "gap_ms": float(g)} for n, c, g in PARTS_LINE.findall(text)]
+
+
+def parts_lines(results):
+    """One line per vramd child that restored in parts: medians of its
+    copies and of the time between them."""
+    runs = [(w, t.get("by", {})) for w, t in results.get("table", {}).items()]
+    runs.append(("rl", results.get("rl", {}).get("by", {})))
+    L = []
+    for w, by in runs:
+        for b in ("vramd", "vramd-retain"):
+            parts = (by.get(b) or {}).get("parts") or []
+            if parts:
+                L.append(f"- {w} through {LABEL[b]}: {len(parts)} restore(s) in parts of "
+                         f"{statistics.median(p['chunks'] for p in parts):g} chunks, copies "
+                         f"{statistics.median(p['copy_ms'] for p in parts):.1f} ms, between them "
+                         f"{statistics.median(p['gap_ms'] for p in parts):.2f} ms (medians)")
+    return L
 
 
 def skipped(why):
@@ -683,6 +717,12 @@ def md_tables(results, summ):
             bad = [k for k, v in ch.items() if v and not all(v)]
             if bad:
                 L.append(f"- {LABEL[b]}: content check failed: {', '.join(bad)}")
+    pl = parts_lines(results)
+    if pl:
+        L.append("")
+        L.append("vramd's restores in parts (libvram's debug log):")
+        L.append("")
+        L += pl
     for s, pts in summ["sweeps"].items():
         if not pts:
             continue

@@ -114,6 +114,26 @@ def test_parsing():
         check("a bad size is refused", True)
 
 
+def test_parts(out):
+    """libvram's debug line for a restore in parts, read back from a
+    child's log and summed up per child as medians."""
+    log = os.path.join(out, "parts.log")
+    with open(log, "w") as f:
+        f.write("libvram: debug: pool w: restored in parts, 20 chunk(s): copies 330.50 ms, between them 4.20 ms\n"
+                "libvram: debug: pool w: mapped 2 chunk(s), 128 MiB, in 0.31 ms; restored in 6.45 ms; more to come\n"
+                "libvram: debug: pool w: restored in parts, 20 chunk(s): copies 332.50 ms, between them 5.00 ms\n"
+                "libvram: debug: pool w: restored in parts, 18 chunk(s): copies 340.00 ms, between them 9.00 ms\n")
+    parts = compare.restores_in_parts(log)
+    check("restores in parts read from a child's log",
+          len(parts) == 3 and parts[0] == {"chunks": 20, "copy_ms": 330.5, "gap_ms": 4.2}, parts)
+    check("a missing log has none", compare.restores_in_parts(os.path.join(out, "none.log")) == [])
+    lines = compare.parts_lines({"table": {"host": {"by": {"vramd-retain": {"parts": parts}}}},
+                                 "rl": {"by": {"vramd": {"parts": []}}}})
+    check("their medians, one line per child",
+          lines == ["- host through vramd retain: 3 restore(s) in parts of 20 chunks, copies 332.5 ms, "
+                    "between them 5.00 ms (medians)"], lines)
+
+
 def test_report(out):
     res = sample_results()
     summ = compare.report(res, out)
@@ -264,6 +284,7 @@ def main():
     out = tempfile.mkdtemp(prefix="compare-selftest-")
     try:
         test_parsing()
+        test_parts(out)
         test_report(out)
         test_skip(os.path.join(out, "skip"))
         test_mappers(out)
