@@ -517,11 +517,35 @@ enum pool_step pool_pause(struct pool *p, struct backend *b,
 	return pool_unmap_round(p, b, event_ids, next, POOL_PAUSING_UNMAP);
 }
 
+/* Makes the resume's chunks from p->made up to upto, counting each in
+ * p->made: on failure (-errno) p->made is the first not made. */
+static int pool_make_chunks(struct pool *p, struct backend *b, unsigned upto)
+{
+	for (; p->made < upto; p->made++) {
+		int r = backend_chunk_create(b, p->device,
+					     &p->chunks[p->made]);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* A resume whose chunks could not be made (err, positive): it stays
+ * PAUSED with its backup. */
+static enum pool_step pool_fail_make(struct pool_next *next, int err)
+{
+	return pool_fail(next, err,
+			 err == ENOMEM ?
+			 "its device has not enough free memory for it; it "
+			 "stays paused with its backup" :
+			 "its chunks could not be made; it stays paused with "
+			 "its backup");
+}
+
 enum pool_step pool_resume(struct pool *p, struct backend *b,
 			   uint64_t *event_ids, struct pool_next *next)
 {
 	struct mapper *bm = NULL;
-	unsigned i;
 	int r;
 
 	switch (p->state) {
@@ -563,12 +587,12 @@ enum pool_step pool_resume(struct pool *p, struct backend *b,
 	unsigned make = p->n_chunks;
 	if (bm && bm->parts && make > POOL_PARTS_AHEAD)
 		make = POOL_PARTS_AHEAD;
-	for (i = 0; i < make; i++) {
-		r = backend_chunk_create(b, p->device, &p->chunks[i]);
-		if (r < 0)
-			goto undo;
+	p->made = 0;
+	r = pool_make_chunks(p, b, make);
+	if (r < 0) {
+		pool_release_chunks(p, b, 0);
+		return pool_fail_make(next, -r);
 	}
-	p->made = make;
 	p->make_err = 0;
 	p->undo_err = 0;
 	if (!bm)
@@ -581,17 +605,6 @@ enum pool_step pool_resume(struct pool *p, struct backend *b,
 		m->pending = m == bm;
 	pool_round_open(p, event_ids, bm);
 	return pool_send(next, POOL_ROUND_RESUME);
-
-undo:
-	for (unsigned k = 0; k < i; k++)
-		backend_chunk_release(b, p->device, &p->chunks[k]);
-	if (r == -ENOMEM)
-		return pool_fail(next, ENOMEM,
-				 "its device has not enough free memory for it; "
-				 "it stays paused with its backup");
-	return pool_fail(next, -r,
-			 "its chunks could not be made; it stays paused "
-			 "with its backup");
 }
 
 enum pool_step pool_advance(struct pool *p, struct backend *b,
@@ -642,12 +655,7 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 		if (p->make_err) {
 			err = p->make_err;
 			p->make_err = 0;
-			return pool_fail(next, err,
-					 err == ENOMEM ?
-					 "its device has not enough free memory "
-					 "for it; it stays paused with its backup" :
-					 "its chunks could not be made; it stays "
-					 "paused with its backup");
+			return pool_fail_make(next, err);
 		}
 		if (err == EPROTO)
 			return pool_fail(next, err,
@@ -729,14 +737,12 @@ enum pool_step pool_resume_progress(struct pool *p, struct backend *b,
 	if (p->made >= due)
 		return POOL_STEP_WAIT;
 	next->first = p->made;
-	while (p->made < due) {
-		int r = backend_chunk_create(b, p->device,
-					     &p->chunks[p->made]);
-		if (r < 0) {
-			p->make_err = -r;
-			break;
-		}
-		p->made++;
+	int r = pool_make_chunks(p, b, due);
+	if (r < 0) {
+		/* Only the error goes: what this call made is released with
+		 * the rest once the restorer has failed the round. */
+		p->make_err = -r;
+		next->first = p->made;
 	}
 	return pool_send(next, POOL_ROUND_RESUME_MORE);
 }

@@ -214,7 +214,8 @@ enum pool_round {
 			    * made of them, with more to come if fewer than
 			    * all */
 	POOL_ROUND_RESUME_MORE, /* the restorer's next chunks, from
-				 * next->first to made, or make_err */
+				 * next->first to made (none with make_err,
+				 * which goes instead) */
 };
 
 struct pool_next {

@@ -64,11 +64,9 @@ static void round_send(const struct backend *b, struct pool *p,
 	bool resume = round == POOL_ROUND_RESUME ||
 		      round == POOL_ROUND_RESUME_MORE;
 	unsigned first = round == POOL_ROUND_RESUME_MORE ? next->first : 0;
-	unsigned n = 0;
-	if (round == POOL_ROUND_SAVE)
-		n = p->n_chunks;
-	else if (resume && !(round == POOL_ROUND_RESUME_MORE && p->make_err))
-		n = p->made - first;
+	unsigned n = round == POOL_ROUND_SAVE ? p->n_chunks :
+		     resume		      ? p->made - first :
+						0;
 	unsigned nfds = resume ? n : 0;
 
 	if (chunk_list_make(&l, p, first, n, 0) < 0) {
@@ -167,48 +165,50 @@ void transition_advance(struct node *node, struct pool *p)
 	item_step(node->backend, p, step, &next);
 }
 
+/* The pool whose current round is event_id, or NULL (a late or unknown
+ * answer, logged with what, from s). */
+static struct pool *pool_of_event(struct node *node, uint64_t event_id,
+				  const char *what, const struct session *s)
+{
+	for (unsigned i = 0; i < node->n_pools; i++)
+		if (node->pools[i]->event_id == event_id)
+			return node->pools[i];
+	log_debug("late or unknown %s %llu from pid %u", what,
+		  (unsigned long long)event_id, s->who.pid);
+	return NULL;
+}
+
 void transition_ack(struct node *node, struct session *s, uint64_t event_id,
 		    int err, const char *message)
 {
-	for (unsigned i = 0; i < node->n_pools; i++) {
-		struct pool *p = node->pools[i];
-		if (p->event_id != event_id)
-			continue;
-		if (!pool_ack(p, s, event_id, err))
-			return;
-		if (err)
-			log_warn("pool %s: pid %u failed the event: %s (%s)",
-				 p->name, s->who.pid, strerror(err),
-				 message ? message : "");
-		transition_advance(node, p);
+	struct pool *p = pool_of_event(node, event_id, "ack", s);
+
+	if (!p || !pool_ack(p, s, event_id, err))
 		return;
-	}
-	log_debug("late or unknown ack %llu from pid %u",
-		  (unsigned long long)event_id, s->who.pid);
+	if (err)
+		log_warn("pool %s: pid %u failed the event: %s (%s)", p->name,
+			 s->who.pid, strerror(err), message ? message : "");
+	transition_advance(node, p);
 }
 
 void transition_progress(struct node *node, struct session *s,
 			 uint64_t event_id, unsigned restored)
 {
-	for (unsigned i = 0; i < node->n_pools; i++) {
-		struct pool *p = node->pools[i];
-		if (p->event_id != event_id)
-			continue;
-		struct pool_next next;
-		uint64_t t0 = uv_hrtime();
-		enum pool_step step = pool_resume_progress(p, node->backend, s,
-							   restored, &next);
-		if (p->op)
-			p->op->t->release_ns += uv_hrtime() - t0;
-		if (step == POOL_STEP_SEND)
-			log_debug("pool %s: restored %u of %u chunk(s); made up "
-				  "to %u%s", p->name, restored, p->n_chunks,
-				  p->made, p->make_err ? ", then failed" : "");
-		item_step(node->backend, p, step, &next);
+	struct pool *p = pool_of_event(node, event_id, "progress", s);
+	struct pool_next next;
+
+	if (!p)
 		return;
-	}
-	log_debug("late or unknown progress of %llu from pid %u",
-		  (unsigned long long)event_id, s->who.pid);
+	uint64_t t0 = uv_hrtime();
+	enum pool_step step = pool_resume_progress(p, node->backend, s,
+						   restored, &next);
+	if (p->op)
+		p->op->t->release_ns += uv_hrtime() - t0;
+	if (step == POOL_STEP_SEND)
+		log_debug("pool %s: restored %u of %u chunk(s); made up to %u%s",
+			  p->name, restored, p->n_chunks, p->made,
+			  p->make_err ? ", then failed" : "");
+	item_step(node->backend, p, step, &next);
 }
 
 static void build_reply(struct transition *t, Vram__Response *resp,
