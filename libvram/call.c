@@ -185,45 +185,45 @@ static void call_deliver(struct vram_client *c, Vram__ServerMsg *msg,
 	pthread_cond_broadcast(&c->cond);
 }
 
-/* Sends an event's ack. A failure breaks the connection, which the daemon
- * then sees as this client leaving. */
-static void call_ack(struct vram_client *c, const struct events_ack *a)
+/* Sends a request that gets no answer (id 0: an ack, a progress report).
+ * A failure breaks the connection, which the daemon then sees as this
+ * client leaving. */
+static void call_send_unanswered(struct vram_client *c, Vram__Request *req)
 {
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
-	int r;
-
 	if (c->broken)
 		return;
-	ack.event_id = a->event_id;
-	ack.err = a->err < 0 ? -a->err : a->err;
-	ack.message = (char *)a->message;
-	req.id = 0;
-	req.body_case = VRAM__REQUEST__BODY_ACK;
-	req.ack = &ack;
-	r = call_write(c, &req);
+	req->id = 0;
+	int r = call_write(c, req);
 	if (r < 0)
 		call_break(c, r, "writing to vramd failed");
 }
 
-/* Reports a restore in parts (events.c); no answer comes. A failure
- * breaks the connection, as an ack's does. */
+/* Sends an event's ack. */
+static void call_ack(struct vram_client *c, const struct events_ack *a)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
+
+	ack.event_id = a->event_id;
+	ack.err = a->err < 0 ? -a->err : a->err;
+	ack.message = (char *)a->message;
+	req.body_case = VRAM__REQUEST__BODY_ACK;
+	req.ack = &ack;
+	call_send_unanswered(c, &req);
+}
+
+/* Reports a restore in parts (events.c). */
 static void call_progress(struct vram_client *c, uint64_t event_id,
 			  uint32_t restored)
 {
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__ResumeProgress pr = VRAM__RESUME_PROGRESS__INIT;
-	int r;
 
-	if (c->broken)
-		return;
 	pr.event_id = event_id;
 	pr.restored = restored;
 	req.body_case = VRAM__REQUEST__BODY_PROGRESS;
 	req.progress = &pr;
-	r = call_write(c, &req);
-	if (r < 0)
-		call_break(c, r, "writing to vramd failed");
+	call_send_unanswered(c, &req);
 }
 
 /* Decodes and handles one frame. Returns 1 for an event, 0 for a response,

@@ -126,7 +126,7 @@ static int events_restore_parts(struct vram_pool *p, const Vram__Event *ev,
 		/* What the device's copy waited for between two chunks (the
 		 * map of this one, the daemon's event), for the log. */
 		int64_t t0 = clock_now_ns();
-		if (k > 0 && p->parts_copied_ns)
+		if (p->parts_copied_ns) /* 0 before the first chunk's copy */
 			p->parts_gap_ns += t0 - p->parts_copied_ns;
 		int r = mapping_restore_chunks(&p->map, k, k + 1);
 		p->parts_copied_ns = clock_now_ns();
