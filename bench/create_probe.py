@@ -370,13 +370,17 @@ def peer_cycles(trainer, cycles, n, paced, scale):
         mine.send(json.dumps({"op": op}).encode())
         return json.loads(mine.recv(256))
 
-    kv_ms, w_ms = [], []
-    for _ in range(cycles):
+    def release():
+        # The engine's pause: the peer's KV, then the weights' chunks here.
         call("kv-release")
         for k, h in handles.items():
             d.check("cuMemUnmap", d.u64(base + offs[k]), ctypes.c_size_t(sizes[k]))
             d.check("cuMemRelease", d.u64(h))
         handles.clear()
+
+    kv_ms, w_ms = [], []
+    for _ in range(cycles):
+        release()
         trainer.step(TRAINER_BYTES, TRAINER_TENSOR)
         t0 = time.perf_counter()
         if paced:
@@ -401,10 +405,7 @@ def peer_cycles(trainer, cycles, n, paced, scale):
         d.sync()
         w_ms.append((time.perf_counter() - t0) * 1e3)
         kv_ms.append(call("kv")["ms"])
-    call("kv-release")
-    for k, h in handles.items():
-        d.check("cuMemUnmap", d.u64(base + offs[k]), ctypes.c_size_t(sizes[k]))
-        d.check("cuMemRelease", d.u64(h))
+    release()
     mine.close()
     p.wait(60)
     d.check("cuMemAddressFree", d.u64(base), ctypes.c_size_t(total))
