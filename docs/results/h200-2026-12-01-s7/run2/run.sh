@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 7, device run 2: create_probe's chunked and peer modes (do
 # creates spread over the restore keep the driver clearing when another
 # process makes them?), then tests/gpu/tms_test.py whole.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 7, device run 3: the resume in parts against upstream
 # torch_memory_saver on every workload, then the RL step and the host
 # workload through vramd with the parts off (VRAM_RESUME_IN_PARTS=0).

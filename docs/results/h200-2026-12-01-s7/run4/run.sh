@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 7, device run 4: the GPU tests that restore host pools, with the
 # resume in parts: the C cases, torch_test.py, tms_test.py's backup, RL and
 # vLLM cases; then the 1 GiB discard pool against its floor.
