@@ -1,0 +1,175 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Whether a chunk's export can run beside its map and set access.
+
+A discard pool's resume in vramd today: the daemon creates the chunk and
+exports it as a POSIX fd (~0.85 ms a handle on the H200), the engine
+imports, maps and sets access. torch_memory_saver creates, maps and sets
+access in the engine and exports nothing, which is the 64 GiB discard
+row's gap (docs/gpu.md, "Small pools pay a fixed control cost"). If the
+engine created the chunk, it could map it at once and export it on a
+second thread for the daemon to hold; this probe measures, in one process
+with a context, per cycle and size:
+
+    create                       cuMemCreate
+    export                       cuMemExportToShareableHandle alone
+    map                          cuMemMap + cuMemSetAccess alone
+    serial                       create, export, then map + access
+    overlap                      create, then export on a thread beside
+                                 map + access (wall time)
+    import                       create + export, import, map + access
+                                 (vramd's path today, in one process)
+
+Each case unmaps, releases and closes what it made and waits --gap ms
+before the next (the driver hands the size just freed back at once).
+
+    python3 bench/export_probe.py [--sizes-gib 64,1] [--cycles 7] [--gap 5] [--out FILE.json]
+
+It prints one line per size and case: min / median / max ms. With the
+fake driver (tests/unit/cuda_fake/libcuda_fake.c as libcuda.so.1 on
+LD_LIBRARY_PATH) and --scale it checks its calls without a GPU.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_raw import Driver  # noqa: E402
+
+GiB = 1 << 30
+POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+
+
+class Probe:
+    def __init__(self, size):
+        self.d = Driver()
+        self.d.prop.requestedHandleTypes = POSIX_FD
+        self.size = self.d.round_up(size)
+        p = self.d.u64()
+        self.d.check("cuMemAddressReserve", ctypes.byref(p), ctypes.c_size_t(self.size),
+                     ctypes.c_size_t(0), self.d.u64(0), self.d.u64(0))
+        self.ptr = p.value
+
+    def create(self):
+        h = self.d.u64()
+        self.d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(self.size),
+                     ctypes.byref(self.d.prop), self.d.u64(0))
+        return h.value
+
+    def export(self, h):
+        fd = ctypes.c_int(-1)
+        self.d.check("cuMemExportToShareableHandle", ctypes.byref(fd), self.d.u64(h),
+                     ctypes.c_int(POSIX_FD), self.d.u64(0))
+        return fd.value
+
+    def imported(self, fd):
+        h = self.d.u64()
+        self.d.check("cuMemImportFromShareableHandle", ctypes.byref(h),
+                     ctypes.c_void_p(fd), ctypes.c_int(POSIX_FD))
+        return h.value
+
+    def map(self, h):
+        d = self.d
+        d.check("cuMemMap", d.u64(self.ptr), ctypes.c_size_t(self.size), ctypes.c_size_t(0), d.u64(h), d.u64(0))
+        d.check("cuMemSetAccess", d.u64(self.ptr), ctypes.c_size_t(self.size), ctypes.byref(d.access),
+                ctypes.c_size_t(1))
+
+    def drop(self, handles, fds, mapped):
+        d = self.d
+        if mapped:
+            d.check("cuMemUnmap", d.u64(self.ptr), ctypes.c_size_t(self.size))
+        for h in handles:
+            d.check("cuMemRelease", d.u64(h))
+        for fd in fds:
+            os.close(fd)
+        d.sync()
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    r = fn()
+    return (time.perf_counter() - t0) * 1e3, r
+
+
+def case_once(p, name):
+    """One cycle of case name; returns its timed ms."""
+    if name == "create":
+        ms, h = timed(p.create)
+        p.drop([h], [], False)
+    elif name == "export":
+        h = p.create()
+        ms, fd = timed(lambda: p.export(h))
+        p.drop([h], [fd], False)
+    elif name == "map":
+        h = p.create()
+        ms, _ = timed(lambda: p.map(h))
+        p.drop([h], [], True)
+    elif name == "serial":
+        def run():
+            h = p.create()
+            fd = p.export(h)
+            p.map(h)
+            return h, fd
+        ms, (h, fd) = timed(run)
+        p.drop([h], [fd], True)
+    elif name == "overlap":
+        def run():
+            h = p.create()
+            out = {}
+            t = threading.Thread(target=lambda: out.setdefault("fd", p.export(h)))
+            t.start()
+            p.map(h)
+            t.join()
+            return h, out["fd"]
+        ms, (h, fd) = timed(run)
+        p.drop([h], [fd], True)
+    elif name == "import":
+        def run():
+            h = p.create()
+            fd = p.export(h)
+            p.d.check("cuMemRelease", p.d.u64(h))
+            h2 = p.imported(fd)
+            p.map(h2)
+            return h2, fd
+        ms, (h, fd) = timed(run)
+        p.drop([h], [fd], True)
+    else:
+        raise ValueError(name)
+    return ms
+
+
+CASES = ["create", "export", "map", "serial", "overlap", "import"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes-gib", default="64,1")
+    ap.add_argument("--cycles", type=int, default=7)
+    ap.add_argument("--gap", type=float, default=5, help="ms between cycles")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    rows = []
+    for g in [float(x) for x in a.sizes_gib.split(",")]:
+        p = Probe(int(g * GiB * a.scale))
+        for name in CASES:
+            ms = []
+            for _ in range(a.cycles):
+                ms.append(case_once(p, name))
+                time.sleep(a.gap / 1e3)
+            rows.append({"size": p.size, "case": name, "ms": ms})
+            print(f"{g:g} GiB {name:8s} {min(ms):8.3f} / {statistics.median(ms):8.3f} / {max(ms):8.3f} ms",
+                  flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
