@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "wire.h"
@@ -20,6 +21,7 @@ void config_defaults(struct config *cfg)
 	cfg->host_granularity = 2ull << 20;
 	cfg->log_level = LOG_INFO;
 	cfg->ack_timeout_ms = 10000;
+	cfg->transition_spin_ms = CONFIG_SPIN_AUTO;
 	/* A grow is one chunk (docs/gpu.md, "Chunks sized to the work"): the
 	 * cap is past any device's memory. */
 	cfg->chunk_max = 256ull << 30;
@@ -40,6 +42,15 @@ void config_defaults(struct config *cfg)
 	cfg->max_queued_per_uid = 256ull << 20;
 	cfg->max_queued_fds = 16384;
 	cfg->max_queued_fds_per_uid = 8192;
+}
+
+unsigned config_spin_ms(const struct config *cfg)
+{
+	if (cfg->transition_spin_ms != CONFIG_SPIN_AUTO)
+		return cfg->transition_spin_ms;
+	/* A poller needs a core to itself: on a small machine it would take
+	 * the one the mapper needs. */
+	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 50 : 0;
 }
 
 /* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
@@ -182,6 +193,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return parse_uint(value, 1, BACKEND_MAX_DEVICES, &cfg->host_devices);
 	if (strcmp(key, "ack_timeout_ms") == 0)
 		return parse_uint(value, 1, 3600 * 1000, &cfg->ack_timeout_ms);
+	if (strcmp(key, "transition_spin_ms") == 0)
+		return parse_uint(value, 0, 1000, &cfg->transition_spin_ms);
 	if (strcmp(key, "max_sessions") == 0)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions);
 	if (strcmp(key, "max_pools") == 0)

@@ -30,6 +30,10 @@ struct config {
 	uint64_t host_granularity;
 	int log_level;
 	unsigned ack_timeout_ms;
+	/* For this long from its start a pause or resume keeps the loop
+	 * polling instead of sleeping (0: never; CONFIG_SPIN_AUTO: 50 ms
+	 * where 4 or more CPUs are online, else 0). */
+	unsigned transition_spin_ms;
 	uint64_t chunk_max;
 	unsigned max_sessions;
 	unsigned max_pools;
@@ -53,7 +57,13 @@ struct config {
 	struct quota_set quotas;       /* "quota = ..." lines (quota.c) */
 };
 
+#define CONFIG_SPIN_AUTO UINT32_MAX
+
 void config_defaults(struct config *cfg);
+
+/* transition_spin_ms as it applies on this machine (CONFIG_SPIN_AUTO
+ * resolved). */
+unsigned config_spin_ms(const struct config *cfg);
 
 /* Reads "key = value" lines ('#' starts a comment). Returns 0, -ENOENT when
  * the file is missing, or -EINVAL with the line logged. */

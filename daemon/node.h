@@ -26,6 +26,9 @@ struct node {
 	struct transition *transitions; /* in flight, transition.c's list */
 	uint64_t next_pool_id, next_event_id;
 	struct metrics *metrics; /* counts transitions; set by the server */
+	/* How long from its start a transition keeps the loop polling
+	 * (transition.h); set by the server, 0 by node_init. */
+	unsigned spin_ms;
 };
 
 /* Whose pools a caller sees. Pool names are scoped by the owner's uid:

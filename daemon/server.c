@@ -579,6 +579,8 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		return r;
 	}
 	srv->node.metrics = &srv->metrics;
+	srv->node.spin_ms = config_spin_ms(cfg);
+	log_debug("transitions poll for their first %u ms", srv->node.spin_ms);
 	fdstore_init(&srv->store);
 	recover_collect(&srv->recover);
 	if (srv->store.on) {

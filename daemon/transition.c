@@ -269,9 +269,12 @@ static void build_reply(struct transition *t, Vram__Response *resp,
 	}
 }
 
-static void transition_free_cb(uv_handle_t *h)
+/* t goes once both of its handles are closed. */
+static void transition_closed(uv_handle_t *h)
 {
-	free(h->data);
+	struct transition *t = h->data;
+	if (--t->handles_open == 0)
+		free(t);
 }
 
 /* Counts each pool's part and, for a pause, what each device released
@@ -356,7 +359,15 @@ static void transition_reply(struct transition *t)
 		free(ptrs);
 	}
 	t->timer.data = t;
-	uv_close((uv_handle_t *)&t->timer, transition_free_cb);
+	uv_close((uv_handle_t *)&t->spin, transition_closed);
+	uv_close((uv_handle_t *)&t->timer, transition_closed);
+}
+
+static void transition_spin(uv_idle_t *h)
+{
+	struct transition *t = h->data;
+	if (uv_hrtime() >= t->spin_until)
+		uv_idle_stop(h);
 }
 
 /* On a libuv worker: the wait the loop must not make. */
@@ -515,6 +526,13 @@ int transition_run(struct node *node, struct session *requester,
 	}
 	uv_timer_init(node->loop, &t->timer);
 	t->timer.data = t;
+	uv_idle_init(node->loop, &t->spin);
+	t->spin.data = t;
+	t->handles_open = 2;
+	if (node->spin_ms) {
+		t->spin_until = t->t_start + (uint64_t)node->spin_ms * 1000000;
+		uv_idle_start(&t->spin, transition_spin);
+	}
 	t->next = node->transitions;
 	node->transitions = t;
 

@@ -57,6 +57,13 @@ struct transition {
 	bool resume;
 	bool starting;
 	uv_timer_t timer;
+	/* Active for node->spin_ms from the start: the loop polls instead of
+	 * sleeping, so that an ack is read the moment it comes rather than
+	 * after the core wakes up (docs/architecture.md, "Polling through a
+	 * transition"). */
+	uv_idle_t spin;
+	uint64_t spin_until;
+	unsigned handles_open; /* timer and spin, until both are closed */
 	uv_work_t settle; /* waits, off the loop, for the releases to land */
 	unsigned n_items, outstanding;
 	uint64_t free_before;

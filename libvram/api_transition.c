@@ -110,7 +110,7 @@ static int transition_run(struct vram_client *c, bool pause, bool gang,
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__Transition t = VRAM__TRANSITION__INIT;
 	Vram__Selector s = VRAM__SELECTOR__INIT;
-	struct call call = { 0 };
+	struct call call = { .spin = true };
 	int r;
 
 	message_selector_to_wire(sel, &s);

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@
 #include "call.h"
 #include "client.h"
 #include "clock.h"
+#include "env.h"
 #include "events.h"
 #include "log.h"
 #include "sock.h"
@@ -35,6 +37,26 @@ enum pump_mode {
 	PUMP_DISPATCH, /* until events were handled or the deadline */
 	PUMP_THREAD,   /* until the client stops */
 };
+
+unsigned call_spin_ms(void)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return env_unsigned("VRAM_SPIN_MS", cpus >= 4 ? 50 : 0, 0, 1000, NULL);
+}
+
+/* Does a pause or resume of this client still poll (call_run)? */
+static bool call_spinning(struct vram_client *c)
+{
+	return __atomic_load_n(&c->spin_until_ns, __ATOMIC_RELAXED) >
+	       clock_now_ns();
+}
+
+/* Marks call answered (c->lock held), for a caller that polls too. */
+static void call_set_done(struct call *call)
+{
+	__atomic_store_n(&call->done, true, __ATOMIC_RELEASE);
+}
 
 /* Milliseconds left before deadline (-1: none) for poll(). */
 static int remaining_ms(int64_t deadline)
@@ -101,10 +123,10 @@ void call_break(struct vram_client *c, int err, const char *why)
 		struct call *call = c->calls;
 		c->calls = call->next;
 		call->next = NULL;
-		call->done = true;
 		call->err = -EPIPE;
 		snprintf(call->errmsg, sizeof(call->errmsg),
 			 "connection to vramd lost: %s", why);
+		call_set_done(call);
 	}
 	pthread_cond_broadcast(&c->cond);
 	call_wake(c);
@@ -181,7 +203,7 @@ static void call_deliver(struct vram_client *c, Vram__ServerMsg *msg,
 			error_restore(saved);
 		}
 	}
-	call->done = true;
+	call_set_done(call);
 	pthread_cond_broadcast(&c->cond);
 }
 
@@ -333,6 +355,15 @@ static int call_pump(struct vram_client *c, enum pump_mode mode,
 					return -ETIMEDOUT;
 				return handled;
 			}
+			/* A pause or resume is under way: read again rather
+			 * than sleep, so that its event or answer is read the
+			 * moment it comes (docs/architecture.md, "Polling
+			 * through a transition"). */
+			if (call_spinning(c)) {
+				sched_yield();
+				pthread_mutex_lock(&c->lock);
+				continue;
+			}
 			struct pollfd pfd[2] = {
 				{ .fd = c->sock, .events = POLLIN },
 				{ .fd = c->wake_fd, .events = POLLIN },
@@ -368,6 +399,18 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 			c->reader = false;
 			pthread_cond_broadcast(&c->cond);
 			if (r == -ETIMEDOUT && !call->done) {
+				call_unlink(c, call);
+				return -ETIMEDOUT;
+			}
+		} else if (call->spin && call_spinning(c)) {
+			/* The reader delivers it: look for it without the
+			 * lock, yielding the core between looks. */
+			pthread_mutex_unlock(&c->lock);
+			while (!__atomic_load_n(&call->done, __ATOMIC_ACQUIRE) &&
+			       call_spinning(c) && remaining_ms(deadline) != 0)
+				sched_yield();
+			pthread_mutex_lock(&c->lock);
+			if (!call->done && remaining_ms(deadline) == 0) {
 				call_unlink(c, call);
 				return -ETIMEDOUT;
 			}
@@ -431,6 +474,12 @@ again:
 		}
 		return error_set(EPIPE, "connection to vramd lost: %s",
 				 strerror(-r));
+	}
+	if (call->spin && c->spin_ms) {
+		int64_t until = clock_now_ns() + (int64_t)c->spin_ms * 1000000;
+		if (until > c->spin_until_ns)
+			__atomic_store_n(&c->spin_until_ns, until,
+					 __ATOMIC_RELAXED);
 	}
 	r = call_wait(c, call, deadline);
 	if (!call->done)

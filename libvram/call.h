@@ -28,7 +28,10 @@ typedef int (*call_complete_fn)(struct vram_client *c, struct call *call,
 /* A request waiting for its response. Lives on the caller's stack. */
 struct call {
 	uint64_t id;
-	bool done;
+	bool done;		    /* written under the lock, read also
+				     * atomically by a caller that polls */
+	bool spin;		    /* a pause or resume: its wait polls for
+				     * the client's spin_ms first */
 	bool remote_ok;		    /* the daemon answered err 0 */
 	int err;		    /* the outcome: 0 or -errno */
 	char errmsg[ERROR_MSG_MAX]; /* message for err, "" to use strerror */
@@ -45,6 +48,12 @@ struct call {
  * call->msg holds the response when one came (free with call_release). */
 int call_run(struct vram_client *c, Vram__Request *req, struct call *call,
 	     int timeout_ms);
+
+/* How long a pause or resume's wait polls before it sleeps, in ms:
+ * VRAM_SPIN_MS (0 to 1000), else 50 where 4 or more CPUs are online and 0
+ * where fewer (a poller there takes the core the daemon or the mapper
+ * needs). */
+unsigned call_spin_ms(void);
 void call_release(struct call *call);
 
 /* Sends req without waiting for the response (its response, if any, is

@@ -138,6 +138,7 @@ int client_open(int sock, const char *name, struct vram_client **out)
 	pthread_condattr_destroy(&ca);
 	wire_rx_init(&c->rx);
 	c->next_id = 1;
+	c->spin_ms = call_spin_ms();
 	snprintf(c->name, sizeof(c->name), "%s", name);
 
 	fl = fcntl(sock, F_GETFL);

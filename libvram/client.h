@@ -46,6 +46,12 @@ struct vram_client {
 	int wake_fd;	   /* eventfd: wakes the reader out of poll */
 	struct wire_rx rx; /* touched only by the reader */
 	int64_t last_ack_ns; /* when the reader last acked an event (debug log) */
+	/* A pause or resume's wait polls for spin_ms (VRAM_SPIN_MS) instead
+	 * of sleeping: until spin_until_ns (atomic) the reader reads
+	 * without poll() and a waiting caller checks its call without the
+	 * condition variable (call.c). */
+	unsigned spin_ms;
+	int64_t spin_until_ns;
 	uint64_t next_id;
 	struct call *calls; /* waiting for their response */
 	bool reader;	    /* some thread holds the reader role */

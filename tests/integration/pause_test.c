@@ -2,6 +2,8 @@
 /* Pause and resume against a real vramd: data kept or dropped by policy,
  * the same addresses across cycles, capacity really returned, several
  * processes, third-party pauses, mappers that do not answer. */
+#include <time.h>
+
 #include "integ.h"
 
 TEST(own_pause_resume_keeps_addresses_and_backup)
@@ -182,6 +184,87 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 	ASSERT_OK(integ_check(a, 4 * MiB, 9));
 	vram_client_close(ctl);
 	vram_client_close(c);
+	integ_stop();
+}
+
+/* CPU time of process pid so far (utime + stime from /proc), in ms. */
+static double proc_cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		TEST_FAIL("%s: %s", path, strerror(errno));
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields 14 and 15, counted after the ")" that ends the name. */
+	const char *p = strrchr(buf, ')');
+	unsigned long long ut = 0, st = 0;
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &ut, &st) != 2)
+		TEST_FAIL("cannot read the CPU times in %s", path);
+	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double thread_cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A pause polls (daemon and caller) for its spin window only: waiting 1.5
+ * s on a mapper that never acks costs neither the daemon nor the caller's
+ * thread the CPU of the whole wait. */
+TEST(transition_polls_only_for_its_spin_window)
+{
+	const char *const extra[] = { "--host-capacity", "256M",
+				      "--ack-timeout-ms", "3000", "--set",
+				      "transition_spin_ms=100", NULL };
+	integ_start_args(extra);
+	setenv("VRAM_SPIN_MS", "100", 1);
+	vram_client *c = integ_connect("owner");
+	vram_pool *w = integ_pool(c, "w", "kv", VRAM_POLICY_DISCARD, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(w, 4 * MiB, &a));
+	struct integ_sync s; /* threads start after fork, as above */
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *m = integ_connect("deaf");
+		vram_pool *p;
+		ASSERT_OK(vram_pool_open(m, "w", 0, &p));
+		integ_signal(s.to_parent[1]);
+		pause(); /* never dispatches */
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	ASSERT_OK(vram_client_start_thread(c));
+	vram_client *ctl = integ_connect("ctl");
+	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
+	double d0 = proc_cpu_ms(integ_daemon.pid), t0 = thread_cpu_ms();
+	ASSERT_EQ(vram_pause(ctl, &sel, 1500, NULL), -ETIMEDOUT);
+	double daemon_ms = proc_cpu_ms(integ_daemon.pid) - d0;
+	double caller_ms = thread_cpu_ms() - t0;
+	/* Polling through the whole wait would take ~1500 ms of each; the
+	 * window is 100 ms. The margin is for a loaded machine. */
+	if (daemon_ms > 600 || caller_ms > 600)
+		TEST_FAIL("a 1.5 s wait took %.0f ms of the daemon's CPU and "
+			  "%.0f ms of the caller's", daemon_ms, caller_ms);
+	kill(pid, SIGKILL);
+	ASSERT_EQ(harness_wait(pid, 5000), 128 + SIGKILL);
+	for (int i = 0; i < 100 && integ_info(ctl, "w").state != VRAM_STATE_PAUSED; i++)
+		harness_msleep(10);
+	ASSERT_EQ(integ_info(ctl, "w").state, VRAM_STATE_PAUSED);
+	/* And with polling, a resume and a pause still do what they did. */
+	ASSERT_OK(vram_resume(ctl, &sel, 0, NULL));
+	integ_fill(a, 4 * MiB, 3);
+	ASSERT_OK(vram_pause(ctl, &sel, 0, NULL));
+	ASSERT_OK(vram_resume(ctl, &sel, 0, NULL));
+	vram_client_close(ctl);
+	vram_client_close(c);
+	unsetenv("VRAM_SPIN_MS");
 	integ_stop();
 }
 
