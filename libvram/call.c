@@ -52,6 +52,13 @@ static bool call_spinning(struct vram_client *c)
 	       clock_now_ns();
 }
 
+/* Takes or gives up the reader role (c->lock held); a caller that polls
+ * reads it without the lock. */
+static void reader_set(struct vram_client *c, bool on)
+{
+	__atomic_store_n(&c->reader, on, __ATOMIC_RELAXED);
+}
+
 /* Marks call answered (c->lock held), for a caller that polls too. */
 static void call_set_done(struct call *call)
 {
@@ -394,9 +401,9 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 {
 	while (!call->done) {
 		if (!c->reader) {
-			c->reader = true;
+			reader_set(c, true);
 			int r = call_pump(c, PUMP_CALL, call, deadline);
-			c->reader = false;
+			reader_set(c, false);
 			pthread_cond_broadcast(&c->cond);
 			if (r == -ETIMEDOUT && !call->done) {
 				call_unlink(c, call);
@@ -404,9 +411,11 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 			}
 		} else if (call->spin && call_spinning(c)) {
 			/* The reader delivers it: look for it without the
-			 * lock, yielding the core between looks. */
+			 * lock, yielding the core between looks, until the
+			 * reader gives its role up (it may be ours next). */
 			pthread_mutex_unlock(&c->lock);
 			while (!__atomic_load_n(&call->done, __ATOMIC_ACQUIRE) &&
+			       __atomic_load_n(&c->reader, __ATOMIC_RELAXED) &&
 			       call_spinning(c) && remaining_ms(deadline) != 0)
 				sched_yield();
 			pthread_mutex_lock(&c->lock);
@@ -517,9 +526,9 @@ int call_dispatch(struct vram_client *c, int timeout_ms)
 		return error_set(EPIPE, "connection to vramd lost");
 	if (c->reader)
 		return 0; /* another thread reads, and handles events */
-	c->reader = true;
+	reader_set(c, true);
 	r = call_pump(c, PUMP_DISPATCH, NULL, deadline);
-	c->reader = false;
+	reader_set(c, false);
 	pthread_cond_broadcast(&c->cond);
 	if (r == 0 && c->broken)
 		return error_set(EPIPE, "connection to vramd lost");
@@ -549,9 +558,9 @@ static void *call_thread_main(void *arg)
 			pthread_cond_wait(&c->cond, &c->lock);
 			continue;
 		}
-		c->reader = true;
+		reader_set(c, true);
 		call_pump(c, PUMP_THREAD, NULL, -1);
-		c->reader = false;
+		reader_set(c, false);
 		pthread_cond_broadcast(&c->cond);
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -2,6 +2,7 @@
 /* Pause and resume against a real vramd: data kept or dropped by policy,
  * the same addresses across cycles, capacity really returned, several
  * processes, third-party pauses, mappers that do not answer. */
+#include <pthread.h>
 #include <time.h>
 
 #include "integ.h"
@@ -257,12 +258,65 @@ TEST(transition_polls_only_for_its_spin_window)
 	for (int i = 0; i < 100 && integ_info(ctl, "w").state != VRAM_STATE_PAUSED; i++)
 		harness_msleep(10);
 	ASSERT_EQ(integ_info(ctl, "w").state, VRAM_STATE_PAUSED);
-	/* And with polling, a resume and a pause still do what they did. */
+	/* And with polling, a resume and a pause still do what they did,
+	 * also from the owner, whose answers its event thread reads. */
 	ASSERT_OK(vram_resume(ctl, &sel, 0, NULL));
 	integ_fill(a, 4 * MiB, 3);
-	ASSERT_OK(vram_pause(ctl, &sel, 0, NULL));
-	ASSERT_OK(vram_resume(ctl, &sel, 0, NULL));
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	integ_fill(a, 4 * MiB, 4);
 	vram_client_close(ctl);
+	vram_client_close(c);
+	unsetenv("VRAM_SPIN_MS");
+	integ_stop();
+}
+
+struct polling_worker {
+	vram_pool *pool;
+	void *mem;
+	int err;
+};
+
+static void *polling_worker_run(void *arg)
+{
+	struct polling_worker *pw = arg;
+	for (int i = 0; i < 20 && !pw->err; i++) {
+		integ_fill(pw->mem, 4 * MiB, (uint32_t)i);
+		pw->err = vram_pool_pause(pw->pool, NULL);
+		if (!pw->err)
+			pw->err = vram_pool_resume(pw->pool, NULL);
+		if (!pw->err && integ_check(pw->mem, 4 * MiB, (uint32_t)i) != 0)
+			pw->err = -EIO;
+	}
+	return NULL;
+}
+
+/* Two threads of one client without an event thread pause and resume
+ * their own host pools at once, polling: whichever reads handles both
+ * pools' events and answers, the other polls for its answer without the
+ * lock, and every restore holds what was written before its pause. */
+TEST(polling_callers_share_the_reader)
+{
+	integ_start("256M");
+	setenv("VRAM_SPIN_MS", "200", 1);
+	vram_client *c = integ_connect("two");
+	struct polling_worker pw[2];
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "p%d", i);
+		pw[i].pool = integ_pool(c, name, "weights", VRAM_POLICY_HOST, 0);
+		ASSERT_OK(vram_alloc(pw[i].pool, 4 * MiB, &pw[i].mem));
+		pw[i].err = 0;
+	}
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(pthread_create(&th[i], NULL, polling_worker_run, &pw[i]), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		if (pw[i].err)
+			TEST_FAIL("thread %d: %s (%s)", i, strerror(-pw[i].err),
+				  vram_last_error());
+	}
 	vram_client_close(c);
 	unsetenv("VRAM_SPIN_MS");
 	integ_stop();
