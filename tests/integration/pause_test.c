@@ -133,6 +133,28 @@ TEST(third_party_pause_with_acks_and_capacity_returned)
 	integ_stop();
 }
 
+/* Forks a process that opens pool name as a mapper and then never reads
+ * its socket, so it never acks; returns its pid once it maps the pool.
+ * Called before any thread of this process starts: a child forked while
+ * another thread holds an allocator lock inherits it locked (seen with
+ * ASan's allocator). */
+static pid_t deaf_mapper_start(const char *name)
+{
+	struct integ_sync s;
+	integ_sync_init(&s);
+	pid_t pid = fork();
+	if (pid == 0) {
+		vram_client *m = integ_connect("deaf");
+		vram_pool *p;
+		ASSERT_OK(vram_pool_open(m, name, 0, &p));
+		integ_signal(s.to_parent[1]);
+		pause(); /* never dispatches */
+		_exit(0);
+	}
+	integ_wait_signal(s.to_parent[0]);
+	return pid;
+}
+
 /* A mapper that never handles events: the pause times out naming it, the
  * pool stays PAUSING with nothing lost, and completes once it is gone. */
 TEST(mapper_that_never_acks_is_reported_by_pid)
@@ -144,20 +166,8 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 	ASSERT_OK(vram_alloc(w, 4 * MiB, &a));
 	integ_fill(a, 4 * MiB, 9);
 
-	/* Threads start after fork: a child forked while another thread holds
-	 * an allocator lock inherits it locked (seen with ASan's allocator). */
-	struct integ_sync s;
-	integ_sync_init(&s);
-	pid_t pid = fork();
-	if (pid == 0) {
-		vram_client *m = integ_connect("deaf");
-		vram_pool *p;
-		ASSERT_OK(vram_pool_open(m, "w", 0, &p));
-		integ_signal(s.to_parent[1]);
-		pause(); /* never dispatches */
-		_exit(0);
-	}
-	integ_wait_signal(s.to_parent[0]);
+	/* Threads start after the fork (deaf_mapper_start). */
+	pid_t pid = deaf_mapper_start("w");
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
 	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
@@ -229,18 +239,7 @@ TEST(transition_polls_only_for_its_spin_window)
 	vram_pool *w = integ_pool(c, "w", "kv", VRAM_POLICY_DISCARD, 0);
 	void *a;
 	ASSERT_OK(vram_alloc(w, 4 * MiB, &a));
-	struct integ_sync s; /* threads start after fork, as above */
-	integ_sync_init(&s);
-	pid_t pid = fork();
-	if (pid == 0) {
-		vram_client *m = integ_connect("deaf");
-		vram_pool *p;
-		ASSERT_OK(vram_pool_open(m, "w", 0, &p));
-		integ_signal(s.to_parent[1]);
-		pause(); /* never dispatches */
-		_exit(0);
-	}
-	integ_wait_signal(s.to_parent[0]);
+	pid_t pid = deaf_mapper_start("w");
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
 	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
