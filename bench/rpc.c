@@ -24,6 +24,8 @@
  *   BENCH_THREAD  1: every client runs libvram's event thread (as the
  *                 Python package and the preload library do), so that
  *                 the answers come through the hand-over of the reader
+ *   BENCH_METRICS 1: the daemon serves its metrics over HTTP (on a port
+ *                 of the loopback), as a node scraped by Prometheus runs
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -202,9 +204,14 @@ static int env_int(const char *name, int def)
 int main(void)
 {
 	struct harness_daemon d;
-	const char *const extra[] = { "--log-level", "warn",  "--host-capacity",
+	const char *const plain[] = { "--log-level", "warn",  "--host-capacity",
 				      "64G",	     "--set", "max_pools=8192",
 				      NULL };
+	const char *const scraped[] = { "--log-level", "warn", "--host-capacity",
+					"64G", "--set", "max_pools=8192",
+					"--metrics-listen", "127.0.0.1:0", NULL };
+	int metrics = env_int("BENCH_METRICS", 0);
+	const char *const *extra = metrics ? scraped : plain;
 	int iters = env_int("BENCH_ITERS", 5000);
 	int store = env_int("BENCH_STORE", 0);
 	int n_idle = env_int("BENCH_POOLS", 0);
@@ -244,9 +251,9 @@ int main(void)
 		}
 	}
 	printf("bench/rpc: vramd %s on the host backend, %d iterations per client, "
-	       "fd store %s, %d idle pools, event thread %s\n\n",
+	       "fd store %s, %d idle pools, event thread %s, metrics %s\n\n",
 	       vram_version(), iters, store ? "on" : "off", n_idle,
-	       bench_thread ? "on" : "off");
+	       bench_thread ? "on" : "off", metrics ? "served" : "off");
 	printf("| %-22s | %7s | %8s | %9s | %9s | %9s | %10s | %9s |\n",
 	       "operation", "clients", "calls", "p50 us", "p99 us", "max us",
 	       "calls/s", "vramd us");

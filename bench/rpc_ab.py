@@ -6,7 +6,7 @@
 Each build's own vramd and libvram run this tree's bench/rpc: the binary
 is copied into OLD_BUILD/bench/ (its rpath, $ORIGIN/.., then picks that
 build's libvram). The configurations (fd store off; on with 64 idle pools;
-the event thread) run in turns, OLD then NEW, ROUNDS times each, under
+the event thread; metrics served over HTTP with 64 idle pools) run in turns, OLD then NEW, ROUNDS times each, under
 nice; the table gives the median of the rounds per figure and NEW/OLD.
 Latencies on a shared machine move a lot between rounds: the daemon's CPU
 time per call ("vramd us") moves least.
@@ -22,6 +22,7 @@ CONFIGS = [
     ("store off", {}),
     ("store on, 64 pools", {"BENCH_STORE": "1", "BENCH_POOLS": "64"}),
     ("event thread", {"BENCH_THREAD": "1"}),
+    ("metrics served, 64 pools", {"BENCH_METRICS": "1", "BENCH_POOLS": "64"}),
 ]
 FIELDS = ["p50", "p99", "max", "calls_s", "vramd_us"]
 

@@ -39,6 +39,13 @@ struct http {
 	pthread_mutex_t lock;
 	struct snapshot *snap; /* the current one, or NULL */
 	uint64_t published_ns; /* CLOCK_MONOTONIC of the last publish */
+	/* Changes marked (the loop's, atomic) and the count the current
+	 * snapshot holds (under lock): it is stale while they differ. */
+	atomic_uint_fast64_t marked;
+	uint64_t snap_marked;
+	void (*render_ask)(void *arg);
+	void *render_arg;
+	pthread_cond_t fresh; /* a snapshot was published */
 
 	char textfile[256];
 	unsigned interval_ms;
@@ -90,10 +97,46 @@ void http_publish(struct http *h, char *buf, size_t len)
 	old = h->snap;
 	h->snap = s;
 	h->published_ns = mono_ns();
+	/* Rendered on the loop, which alone marks: it holds every mark. */
+	h->snap_marked = atomic_load(&h->marked);
+	pthread_cond_broadcast(&h->fresh);
 	if (!old) /* the writer waits for the first one */
 		pthread_cond_signal(&h->wake);
 	pthread_mutex_unlock(&h->lock);
 	snapshot_unref(old);
+}
+
+void http_mark_stale(struct http *h)
+{
+	if (h)
+		atomic_fetch_add(&h->marked, 1);
+}
+
+/* A scrape's snapshot: rendered after every change marked before it was
+ * asked for, unless the loop does not render within HTTP_RENDER_WAIT_MS. */
+static struct snapshot *snapshot_take_fresh(struct http *h)
+{
+	uint64_t want = atomic_load(&h->marked);
+	pthread_mutex_lock(&h->lock);
+	if (h->snap_marked < want && h->render_ask) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += HTTP_RENDER_WAIT_MS / 1000;
+		ts.tv_nsec += (long)(HTTP_RENDER_WAIT_MS % 1000) * 1000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		h->render_ask(h->render_arg);
+		while (h->snap_marked < want && !h->stop &&
+		       pthread_cond_timedwait(&h->fresh, &h->lock, &ts) == 0)
+			;
+	}
+	struct snapshot *s = h->snap;
+	if (s)
+		atomic_fetch_add(&s->refs, 1);
+	pthread_mutex_unlock(&h->lock);
+	return s;
 }
 
 /* ---- HTTP --------------------------------------------------------------- */
@@ -153,7 +196,7 @@ static enum MHD_Result http_on_request(void *cls, struct MHD_Connection *c,
 	if (strcmp(url, "/metrics"))
 		return http_text(c, MHD_HTTP_NOT_FOUND,
 				 "not found: try /metrics\n");
-	struct snapshot *s = snapshot_take(h, NULL);
+	struct snapshot *s = snapshot_take_fresh(h);
 	if (!s)
 		return http_text(c, MHD_HTTP_SERVICE_UNAVAILABLE,
 				 "no metrics yet\n");
@@ -322,6 +365,7 @@ static void *textfile_thread(void *arg)
 }
 
 int http_start(const char *listen, const char *textfile, unsigned interval_ms,
+	       void (*render_ask)(void *arg), void *render_arg,
 	       struct http **out)
 {
 	struct http *h = calloc(1, sizeof(*h));
@@ -334,7 +378,11 @@ int http_start(const char *listen, const char *textfile, unsigned interval_ms,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&h->wake, &ca);
+	pthread_cond_init(&h->fresh, &ca);
 	pthread_condattr_destroy(&ca);
+	atomic_init(&h->marked, 0);
+	h->render_ask = render_ask;
+	h->render_arg = render_arg;
 	h->interval_ms = interval_ms ? interval_ms : 15000;
 	if (listen && *listen && (r = http_listen(h, listen)) < 0) {
 		http_stop(h);
@@ -359,16 +407,19 @@ void http_stop(struct http *h)
 {
 	if (!h)
 		return;
+	/* A scrape waiting for a render that the stopping loop will not
+	 * make is served what there is. */
+	pthread_mutex_lock(&h->lock);
+	h->stop = true;
+	pthread_cond_broadcast(&h->fresh);
+	pthread_cond_signal(&h->wake);
+	pthread_mutex_unlock(&h->lock);
 	if (h->mhd)
 		MHD_stop_daemon(h->mhd);
-	if (h->writer_running) {
-		pthread_mutex_lock(&h->lock);
-		h->stop = true;
-		pthread_cond_signal(&h->wake);
-		pthread_mutex_unlock(&h->lock);
+	if (h->writer_running)
 		pthread_join(h->writer, NULL);
-	}
 	snapshot_unref(h->snap);
+	pthread_cond_destroy(&h->fresh);
 	pthread_cond_destroy(&h->wake);
 	pthread_mutex_destroy(&h->lock);
 	free(h);

@@ -606,9 +606,26 @@ void metrics_publish(struct metrics *m)
 	http_publish(m->http, buf, (size_t)len);
 }
 
+void metrics_changed(struct metrics *m)
+{
+	http_mark_stale(m->http);
+}
+
 static void metrics_on_render(uv_timer_t *t)
 {
 	metrics_publish(t->data);
+}
+
+static void metrics_on_render_ask(uv_async_t *a)
+{
+	metrics_publish(a->data);
+}
+
+/* From the HTTP thread: a scrape wants what changed rendered. */
+static void metrics_render_ask(void *arg)
+{
+	struct metrics *m = arg;
+	uv_async_send(&m->render_async);
 }
 
 /* ---- the audit -------------------------------------------------------------- */
@@ -724,11 +741,13 @@ int metrics_create(struct metrics *m, uv_loop_t *loop, const struct node *node,
 	m->audit_available = node->backend->ops->processes != NULL;
 	uv_timer_init(loop, &m->render_timer);
 	uv_timer_init(loop, &m->audit_timer);
-	m->render_timer.data = m->audit_timer.data = m;
+	uv_async_init(loop, &m->render_async, metrics_on_render_ask);
+	m->render_timer.data = m->audit_timer.data = m->render_async.data = m;
 	if (!cfg->listen[0] && !cfg->textfile[0])
 		return 0;
 	int r = http_start(cfg->listen, cfg->textfile,
-			   cfg->textfile_interval_ms, &m->http);
+			   cfg->textfile_interval_ms, metrics_render_ask, m,
+			   &m->http);
 	if (r < 0)
 		return r;
 	metrics_publish(m);
@@ -745,8 +764,10 @@ void metrics_stop(struct metrics *m)
 	m->stopping = true;
 	uv_close((uv_handle_t *)&m->render_timer, NULL);
 	uv_close((uv_handle_t *)&m->audit_timer, NULL);
+	/* The HTTP thread is gone before the handle it wakes the loop by. */
 	http_stop(m->http);
 	m->http = NULL;
+	uv_close((uv_handle_t *)&m->render_async, NULL);
 }
 
 void metrics_destroy(struct metrics *m)

@@ -86,6 +86,7 @@ struct metrics {
 	uint64_t audit_time_s;
 
 	uv_timer_t render_timer; /* at least once a second */
+	uv_async_t render_async; /* a scrape found the exposition stale */
 	struct http *http;	 /* NULL when neither output is on */
 };
 
@@ -106,6 +107,10 @@ void metrics_destroy(struct metrics *m);
 
 /* Renders the exposition and hands it to the outputs (none: no-op). */
 void metrics_publish(struct metrics *m);
+
+/* Something the exposition shows changed: the next scrape has it rendered
+ * first (http.h), the change does not wait for a render. */
+void metrics_changed(struct metrics *m);
 
 /* Renders the exposition into a malloc'd string (*out, free()), its
  * length returned, or -ENOMEM. */

@@ -278,8 +278,9 @@ static void transition_closed(uv_handle_t *h)
 }
 
 /* Counts each pool's part and, for a pause, what each device released
- * against what it was expected to, then publishes the metrics before the
- * answer goes out: a scrape after the answer sees them. */
+ * against what it was expected to, before the answer goes out: a scrape
+ * after the answer sees them (it has them rendered: http.h), and the
+ * answer does not wait for a render. */
 static void transition_count(struct transition *t, const bool *free_known)
 {
 	struct node *node = t->node;
@@ -302,7 +303,7 @@ static void transition_count(struct transition *t, const bool *free_known)
 				      t->dev_free_before[d], t->dev_free_after[d],
 				      b->devices[d].granularity);
 	}
-	metrics_publish(node->metrics);
+	metrics_changed(node->metrics);
 }
 
 /* The answer, once the device has taken back what the request released:
