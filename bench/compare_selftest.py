@@ -286,6 +286,14 @@ def test_create_probe(out):
     check("export_probe.py runs every case against the fake driver",
           r.returncode == 0 and len(rows) == 12 and all(len(x["ms"]) == 2 for x in rows),
           f"rc {r.returncode}, {len(rows)} rows\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
+    # bench/copy_probe.py's every case, against the same driver.
+    js = os.path.join(out, "copy.json")
+    r = subprocess.run([sys.executable, os.path.join(HERE, "copy_probe.py"), "--scale", "0.01", "--cycles", "2",
+                        "--gap", "1", "--out", js], env=env, capture_output=True, text=True, timeout=120)
+    rows = json.load(open(js)) if r.returncode == 0 and os.path.exists(js) else []
+    check("copy_probe.py runs every case against the fake driver",
+          r.returncode == 0 and len(rows) == 7 and all(len(x["ms"]) == 2 for x in rows),
+          f"rc {r.returncode}, {len(rows)} rows\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
 
 
 def main():

@@ -1,0 +1,200 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Why a host pool's restore copies slower than the copy sweep, and
+whether mapping the next chunk during a copy would win the gaps back.
+
+A restore in parts (docs/gpu.md, "A resume in parts") copied 16 GiB in
+333 ms of copies (51.5 GB/s) plus ~10 ms between them, where
+bench/gpu_raw's sweep copies at 55 GB/s: the copies are issued per chunk
+(~20 of them, ~820 MiB each), each waited for before the next chunk is
+mapped. This probe copies --size GiB from a registered memfd (as libvram
+holds a backup) into device memory made with the VMM calls, in these
+shapes, one process with a context:
+
+    whole           one chunk, mapped beforehand: pieces round-robin on the
+                    streams, one wait at the end (the sweep's shape)
+    chunks          --chunks chunks, mapped beforehand; each chunk's pieces
+                    waited for before the next chunk's are issued
+    chunks-map      each chunk created, mapped and given access, then
+                    copied and waited for, before the next (vramd today)
+    chunks-overlap  chunk k+1 created and mapped while chunk k copies,
+                    then chunk k waited for (a restore that overlaps)
+    map-first       every chunk created and mapped, then every piece
+                    issued and one wait (the floor's shape)
+
+and, device to host (a save), whole and chunks. Each case runs --cycles
+times; the map cases release their chunks after each cycle and wait --gap
+ms. Pieces are --piece-mib (256) on --streams (2), libvram's defaults.
+
+    python3 bench/copy_probe.py [--size 16] [--chunks 20] [--cycles 5] [--gap 20] [--out FILE.json]
+
+It prints one line per case: ms min / median / max and GB/s at the
+median. With the fake driver (tests/unit/cuda_fake/libcuda_fake.c as
+libcuda.so.1 on LD_LIBRARY_PATH) and --scale it checks its calls without
+a GPU.
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare_raw import Driver  # noqa: E402
+from host_pin import check_libc, libc, memfd_map  # noqa: E402
+
+GiB = 1 << 30
+MiB = 1 << 20
+STREAM_NON_BLOCKING = 1
+
+
+class Probe:
+    def __init__(self, total, n_chunks, piece, n_streams):
+        self.d = d = Driver()
+        self.chunk = d.round_up(max(total // n_chunks, 1))
+        self.n = n_chunks
+        self.size = self.chunk * n_chunks
+        self.piece = piece
+        p = d.u64()
+        d.check("cuMemAddressReserve", ctypes.byref(p), ctypes.c_size_t(self.size), ctypes.c_size_t(0),
+                d.u64(0), d.u64(0))
+        self.base = p.value
+        self.fd, self.host = memfd_map(self.size)
+        check_libc(libc.madvise(ctypes.c_void_p(self.host), self.size, 23), "MADV_POPULATE_WRITE")
+        d.check("cuMemHostRegister_v2", ctypes.c_void_p(self.host), ctypes.c_size_t(self.size), ctypes.c_uint(0))
+        self.streams = []
+        for _ in range(n_streams):
+            s = ctypes.c_void_p()
+            d.check("cuStreamCreate", ctypes.byref(s), ctypes.c_uint(STREAM_NON_BLOCKING))
+            self.streams.append(s)
+        self.handles = {}  # offset -> (handle, size)
+
+    def make(self, off, size):
+        d = self.d
+        h = d.u64()
+        d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(d.prop), d.u64(0))
+        d.check("cuMemMap", d.u64(self.base + off), ctypes.c_size_t(size), ctypes.c_size_t(0), h, d.u64(0))
+        d.check("cuMemSetAccess", d.u64(self.base + off), ctypes.c_size_t(size), ctypes.byref(d.access),
+                ctypes.c_size_t(1))
+        self.handles[off] = (h.value, size)
+
+    def release_all(self):
+        d = self.d
+        for off, (h, size) in self.handles.items():
+            d.check("cuMemUnmap", d.u64(self.base + off), ctypes.c_size_t(size))
+            d.check("cuMemRelease", d.u64(h))
+        self.handles = {}
+        d.sync()
+
+    def issue(self, off, size, to_host, next_stream=0):
+        """Issues [off, off + size) in pieces round-robin; returns the
+        next stream index."""
+        d = self.d
+        done = 0
+        while done < size:
+            n = min(self.piece, size - done)
+            dev = d.u64(self.base + off + done)
+            host = ctypes.c_void_p(self.host + off + done)
+            s = self.streams[next_stream]
+            if to_host:
+                d.check("cuMemcpyDtoHAsync_v2", host, dev, ctypes.c_size_t(n), s)
+            else:
+                d.check("cuMemcpyHtoDAsync_v2", dev, host, ctypes.c_size_t(n), s)
+            done += n
+            next_stream = (next_stream + 1) % len(self.streams)
+        return next_stream
+
+    def wait(self):
+        for s in self.streams:
+            self.d.check("cuStreamSynchronize", s)
+
+
+def cycle(p, case):
+    """One cycle of case; returns its timed ms (the untimed set-up and
+    release around it excluded)."""
+    offs = [k * p.chunk for k in range(p.n)]
+    to_host = case.startswith("save-")
+    shape = case[len("save-"):] if to_host else case
+    if shape in ("whole", "chunks"):
+        if not p.handles:
+            if shape == "whole":
+                p.make(0, p.size)
+            else:
+                for off in offs:
+                    p.make(off, p.chunk)
+        t0 = time.perf_counter()
+        if shape == "whole":
+            p.issue(0, p.size, to_host)
+            p.wait()
+        else:
+            for off in offs:
+                p.issue(off, p.chunk, to_host)
+                p.wait()
+        ms = (time.perf_counter() - t0) * 1e3
+        p.release_all()
+        return ms
+    t0 = time.perf_counter()
+    if shape == "chunks-map":
+        for off in offs:
+            p.make(off, p.chunk)
+            p.issue(off, p.chunk, False)
+            p.wait()
+    elif shape == "chunks-overlap":
+        p.make(offs[0], p.chunk)
+        for k, off in enumerate(offs):
+            p.issue(off, p.chunk, False)
+            if k + 1 < len(offs):
+                p.make(offs[k + 1], p.chunk)
+            p.wait()
+    elif shape == "map-first":
+        for off in offs:
+            p.make(off, p.chunk)
+        s = 0
+        for off in offs:
+            s = p.issue(off, p.chunk, False, s)
+        p.wait()
+    else:
+        raise ValueError(case)
+    ms = (time.perf_counter() - t0) * 1e3
+    p.release_all()
+    return ms
+
+
+CASES = ["whole", "chunks", "chunks-map", "chunks-overlap", "map-first", "save-whole", "save-chunks"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=float, default=16, help="GiB copied")
+    ap.add_argument("--chunks", type=int, default=20)
+    ap.add_argument("--piece-mib", type=int, default=256)
+    ap.add_argument("--streams", type=int, default=2)
+    ap.add_argument("--cycles", type=int, default=5)
+    ap.add_argument("--gap", type=float, default=20, help="ms between cycles")
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies the size")
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    p = Probe(int(a.size * GiB * a.scale), a.chunks, a.piece_mib * MiB, a.streams)
+    print(f"copy_probe: {p.size / GiB:.2f} GiB in {p.n} chunks of {p.chunk / MiB:.0f} MiB, "
+          f"{a.piece_mib} MiB pieces on {a.streams} streams, from a registered memfd", flush=True)
+    rows = []
+    for case in a.cases.split(","):
+        ms = []
+        for _ in range(a.cycles):
+            ms.append(cycle(p, case))
+            time.sleep(a.gap / 1e3)
+        med = statistics.median(ms)
+        rows.append({"case": case, "bytes": p.size, "ms": ms})
+        print(f"{case:15s} {min(ms):9.2f} / {med:9.2f} / {max(ms):9.2f} ms  {p.size / med / 1e6:6.1f} GB/s",
+              flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
