@@ -28,7 +28,7 @@ ms. Pieces are --piece-mib (256) on --streams (2), libvram's defaults.
     python3 bench/copy_probe.py [--size 16] [--chunks 20] [--cycles 5] [--gap 20] [--out FILE.json]
 
 It prints one line per case: ms min / median / max and GB/s at the
-median. With the fake driver (tests/unit/cuda_fake/libcuda_fake.c as
+median; without a CUDA driver it says so and exits 77. With the fake driver (tests/unit/cuda_fake/libcuda_fake.c as
 libcuda.so.1 on LD_LIBRARY_PATH) and --scale it checks its calls without
 a GPU.
 """
@@ -177,6 +177,11 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the size")
     ap.add_argument("--out")
     a = ap.parse_args()
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        print(f"copy_probe: skipped: no CUDA driver here ({e})")
+        return 77  # as the GPU benchmarks say it (tools/gpu-prepare.sh)
     p = Probe(int(a.size * GiB * a.scale), a.chunks, a.piece_mib * MiB, a.streams)
     print(f"copy_probe: {p.size / GiB:.2f} GiB in {p.n} chunks of {p.chunk / MiB:.0f} MiB, "
           f"{a.piece_mib} MiB pieces on {a.streams} streams, from a registered memfd", flush=True)

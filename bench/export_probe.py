@@ -24,7 +24,8 @@ before the next (the driver hands the size just freed back at once).
 
     python3 bench/export_probe.py [--sizes-gib 64,1] [--cycles 7] [--gap 5] [--out FILE.json]
 
-It prints one line per size and case: min / median / max ms. With the
+It prints one line per size and case: min / median / max ms; without a
+CUDA driver it says so and exits 77. With the
 fake driver (tests/unit/cuda_fake/libcuda_fake.c as libcuda.so.1 on
 LD_LIBRARY_PATH) and --scale it checks its calls without a GPU.
 """
@@ -154,6 +155,11 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
     ap.add_argument("--out")
     a = ap.parse_args()
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        print(f"export_probe: skipped: no CUDA driver here ({e})")
+        return 77  # as the GPU benchmarks say it (tools/gpu-prepare.sh)
     rows = []
     for g in [float(x) for x in a.sizes_gib.split(",")]:
         p = Probe(int(g * GiB * a.scale))

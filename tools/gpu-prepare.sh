@@ -20,8 +20,9 @@
 #                                   first; results under $OUT/compare
 #   tools/gpu-prepare.sh figures    there: issue 11's figures in one pass
 #                                   (compare without sweeps, the 1 GiB
-#                                   discard pair, the 64-client ping) into
-#                                   $OUT/figures.txt and figures.tgz
+#                                   discard pair in three rounds, the
+#                                   64-client ping, bench/copy_probe.py)
+#                                   into $OUT/figures.txt and figures.tgz
 #   tools/gpu-prepare.sh fuzz [N|Ns] [JOBS] [TARGET..]
 #                                   there: the prebuilt libFuzzer targets
 #                                   ($VRAM_BUILD/fuzz, built here when clang
@@ -241,11 +242,12 @@ compare)
 	exit $rc
 	;;
 figures)
-	# Issue 11's "Done when" figures in one pass (about 6 minutes on the
+	# Issue 11's "Done when" figures in one pass (about 7 minutes on the
 	# H200): the side-by-side without sweeps, the 1 GiB discard pool
-	# against its floor and the 64-client ping, packed into figures.tgz
-	# (the device's reply carries only so many files), their tables in
-	# figures.txt.
+	# against its floor (three rounds, in turns: the floor moves between
+	# runs), the 64-client ping and the restore's copy shapes
+	# (bench/copy_probe.py), packed into figures.tgz (the device's reply
+	# carries only so many files), their tables in figures.txt.
 	out=${OUT:-$build/gpu-results}
 	d=$out/figures
 	mkdir -p "$d" || exit 1
@@ -256,19 +258,27 @@ figures)
 	# comparison only: the ping's 64 clients run as users run them.
 	figure "$d/compare.log" gpu_compare_debug "$d/compare" --sweeps none \
 		--workloads host,rl,discard-one,discard-many || rc=1
-	figure "$d/raw1g.txt" "$build/bench/gpu_raw" --sizes 1 \
-		--policies discard --no-gap --cycles 10 || rc=1
-	figure "$d/vramd1g.txt" env BENCH_DAEMON_LOG=1 "$build/bench/gpu_vramd" \
-		--sizes 1 --policies discard --cycles 10 || rc=1
+	for k in 1 2 3; do
+		figure "$d/raw1g-$k.txt" "$build/bench/gpu_raw" --sizes 1 \
+			--policies discard --no-gap --cycles 10 || rc=1
+		figure "$d/vramd1g-$k.txt" env BENCH_DAEMON_LOG=1 \
+			"$build/bench/gpu_vramd" --sizes 1 --policies discard \
+			--cycles 10 || rc=1
+	done
 	figure "$d/ping.txt" env BENCH_ONLY=ping "$build/bench/rpc" || rc=1
+	figure "$d/copy_probe.txt" python3 "$root/bench/copy_probe.py" \
+		--out "$d/copy_probe.json" || rc=1
 	{
 		echo "head $(git -C "$root" rev-parse --short HEAD 2>/dev/null || cat "$root/.head" 2>/dev/null)"
 		cat "$d/compare/compare.md" 2>/dev/null || tail -n 5 "$d/compare.log"
-		echo "== 1 GiB discard: floor, then vramd"
-		tail -n 2 "$d/raw1g.txt"
-		tail -n 2 "$d/vramd1g.txt"
+		echo "== 1 GiB discard, three rounds: floor, then vramd"
+		for k in 1 2 3; do
+			grep -h "p50" "$d/raw1g-$k.txt" "$d/vramd1g-$k.txt"
+		done
 		echo "== 64-client ping"
 		cat "$d/ping.txt"
+		echo "== the restore's copy shapes (bench/copy_probe.py)"
+		cat "$d/copy_probe.txt"
 	} >"$out/figures.txt"
 	tar czf "$out/figures.tgz" -C "$out" figures && rm -rf "$d"
 	echo "results in $out/figures.txt and $out/figures.tgz"
