@@ -207,9 +207,15 @@ int main(void)
 	const char *const plain[] = { "--log-level", "warn",  "--host-capacity",
 				      "64G",	     "--set", "max_pools=8192",
 				      NULL };
-	const char *const scraped[] = { "--log-level", "warn", "--host-capacity",
-					"64G", "--set", "max_pools=8192",
-					"--metrics-listen", "127.0.0.1:0", NULL };
+	const char *const scraped[] = { "--log-level",
+					"warn",
+					"--host-capacity",
+					"64G",
+					"--set",
+					"max_pools=8192",
+					"--metrics-listen",
+					"127.0.0.1:0",
+					NULL };
 	int metrics = env_int("BENCH_METRICS", 0);
 	const char *const *extra = metrics ? scraped : plain;
 	int iters = env_int("BENCH_ITERS", 5000);

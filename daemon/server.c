@@ -583,9 +583,11 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	/* Said at info level: a benchmark's log then tells which it ran. */
 	if (srv->node.spin_ms)
 		log_info("pauses and resumes poll for their first %u ms "
-			 "(transition_spin_ms)", srv->node.spin_ms);
+			 "(transition_spin_ms)",
+			 srv->node.spin_ms);
 	else
-		log_info("pauses and resumes do not poll (transition_spin_ms 0)");
+		log_info(
+			"pauses and resumes do not poll (transition_spin_ms 0)");
 	fdstore_init(&srv->store);
 	recover_collect(&srv->recover);
 	if (srv->store.on) {

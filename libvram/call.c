@@ -414,7 +414,8 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 			 * lock, yielding the core between looks, until the
 			 * reader gives its role up (it may be ours next). */
 			pthread_mutex_unlock(&c->lock);
-			while (!__atomic_load_n(&call->done, __ATOMIC_ACQUIRE) &&
+			while (!__atomic_load_n(&call->done,
+						__ATOMIC_ACQUIRE) &&
 			       __atomic_load_n(&c->reader, __ATOMIC_RELAXED) &&
 			       call_spinning(c) && remaining_ms(deadline) != 0)
 				sched_yield();

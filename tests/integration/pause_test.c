@@ -212,8 +212,10 @@ static double proc_cpu_ms(pid_t pid)
 	/* Fields 14 and 15, counted after the ")" that ends the name. */
 	const char *p = strrchr(buf, ')');
 	unsigned long long ut = 0, st = 0;
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-			 &ut, &st) != 2)
+	if (!p ||
+	    sscanf(p + 2,
+		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+		   &st) != 2)
 		TEST_FAIL("cannot read the CPU times in %s", path);
 	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
 }
@@ -230,9 +232,13 @@ static double thread_cpu_ms(void)
  * thread the CPU of the whole wait. */
 TEST(transition_polls_only_for_its_spin_window)
 {
-	const char *const extra[] = { "--host-capacity", "256M",
-				      "--ack-timeout-ms", "3000", "--set",
-				      "transition_spin_ms=100", NULL };
+	const char *const extra[] = { "--host-capacity",
+				      "256M",
+				      "--ack-timeout-ms",
+				      "3000",
+				      "--set",
+				      "transition_spin_ms=100",
+				      NULL };
 	integ_start_args(extra);
 	setenv("VRAM_SPIN_MS", "100", 1);
 	vram_client *c = integ_connect("owner");
@@ -251,10 +257,12 @@ TEST(transition_polls_only_for_its_spin_window)
 	 * window is 100 ms. The margin is for a loaded machine. */
 	if (daemon_ms > 600 || caller_ms > 600)
 		TEST_FAIL("a 1.5 s wait took %.0f ms of the daemon's CPU and "
-			  "%.0f ms of the caller's", daemon_ms, caller_ms);
+			  "%.0f ms of the caller's",
+			  daemon_ms, caller_ms);
 	kill(pid, SIGKILL);
 	ASSERT_EQ(harness_wait(pid, 5000), 128 + SIGKILL);
-	for (int i = 0; i < 100 && integ_info(ctl, "w").state != VRAM_STATE_PAUSED; i++)
+	for (int i = 0;
+	     i < 100 && integ_info(ctl, "w").state != VRAM_STATE_PAUSED; i++)
 		harness_msleep(10);
 	ASSERT_EQ(integ_info(ctl, "w").state, VRAM_STATE_PAUSED);
 	/* And with polling, a resume and a pause still do what they did,
@@ -304,12 +312,15 @@ TEST(polling_callers_share_the_reader)
 	for (int i = 0; i < 2; i++) {
 		char name[16];
 		snprintf(name, sizeof(name), "p%d", i);
-		pw[i].pool = integ_pool(c, name, "weights", VRAM_POLICY_HOST, 0);
+		pw[i].pool =
+			integ_pool(c, name, "weights", VRAM_POLICY_HOST, 0);
 		ASSERT_OK(vram_alloc(pw[i].pool, 4 * MiB, &pw[i].mem));
 		pw[i].err = 0;
 	}
 	for (int i = 0; i < 2; i++)
-		ASSERT_EQ(pthread_create(&th[i], NULL, polling_worker_run, &pw[i]), 0);
+		ASSERT_EQ(pthread_create(&th[i], NULL, polling_worker_run,
+					 &pw[i]),
+			  0);
 	for (int i = 0; i < 2; i++) {
 		pthread_join(th[i], NULL);
 		if (pw[i].err)
