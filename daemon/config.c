@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "log.h"
+#include "spin.h"
 #include "wire.h"
 
 void config_defaults(struct config *cfg)
@@ -48,9 +48,7 @@ unsigned config_spin_ms(const struct config *cfg)
 {
 	if (cfg->transition_spin_ms != CONFIG_SPIN_AUTO)
 		return cfg->transition_spin_ms;
-	/* A poller needs a core to itself: on a small machine it would take
-	 * the one the mapper needs. */
-	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 50 : 0;
+	return spin_default_ms();
 }
 
 /* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */

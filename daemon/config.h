@@ -31,8 +31,8 @@ struct config {
 	int log_level;
 	unsigned ack_timeout_ms;
 	/* For this long from its start a pause or resume keeps the loop
-	 * polling instead of sleeping (0: never; CONFIG_SPIN_AUTO: 50 ms
-	 * where 4 or more CPUs are online, else 0). */
+	 * polling instead of sleeping (0: never; CONFIG_SPIN_AUTO:
+	 * spin_default_ms(), common/spin.h). */
 	unsigned transition_spin_ms;
 	uint64_t chunk_max;
 	unsigned max_sessions;

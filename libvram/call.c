@@ -30,6 +30,7 @@
 #include "events.h"
 #include "log.h"
 #include "sock.h"
+#include "spin.h"
 #include "thread.h"
 
 enum pump_mode {
@@ -40,9 +41,7 @@ enum pump_mode {
 
 unsigned call_spin_ms(void)
 {
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-
-	return env_unsigned("VRAM_SPIN_MS", cpus >= 4 ? 50 : 0, 0, 1000, NULL);
+	return env_unsigned("VRAM_SPIN_MS", spin_default_ms(), 0, 1000, NULL);
 }
 
 /* Does a pause or resume of this client still poll (call_run)? */

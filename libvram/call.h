@@ -50,9 +50,7 @@ int call_run(struct vram_client *c, Vram__Request *req, struct call *call,
 	     int timeout_ms);
 
 /* How long a pause or resume's wait polls before it sleeps, in ms:
- * VRAM_SPIN_MS (0 to 1000), else 50 where 4 or more CPUs are online and 0
- * where fewer (a poller there takes the core the daemon or the mapper
- * needs). */
+ * VRAM_SPIN_MS (0 to 1000), else spin_default_ms() (spin.h). */
 unsigned call_spin_ms(void);
 void call_release(struct call *call);
 
