@@ -61,6 +61,21 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* CLOCK_MONOTONIC ms from now, for pthread_cond_timedwait on h->wake and
+ * h->fresh (made with that clock). */
+static struct timespec deadline_after_ms(unsigned ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 static void snapshot_unref(struct snapshot *s)
 {
 	if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
@@ -69,13 +84,21 @@ static void snapshot_unref(struct snapshot *s)
 	}
 }
 
+/* The current snapshot with a reference the caller drops, or NULL;
+ * h->lock held. */
+static struct snapshot *snapshot_ref_locked(struct http *h)
+{
+	struct snapshot *s = h->snap;
+	if (s)
+		atomic_fetch_add(&s->refs, 1);
+	return s;
+}
+
 /* The current snapshot with a reference the caller drops, or NULL. */
 static struct snapshot *snapshot_take(struct http *h, uint64_t *published)
 {
 	pthread_mutex_lock(&h->lock);
-	struct snapshot *s = h->snap;
-	if (s)
-		atomic_fetch_add(&s->refs, 1);
+	struct snapshot *s = snapshot_ref_locked(h);
 	if (published)
 		*published = h->published_ns;
 	pthread_mutex_unlock(&h->lock);
@@ -119,22 +142,13 @@ static struct snapshot *snapshot_take_fresh(struct http *h)
 	uint64_t want = atomic_load(&h->marked);
 	pthread_mutex_lock(&h->lock);
 	if (h->snap_marked < want && h->render_ask) {
-		struct timespec ts;
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += HTTP_RENDER_WAIT_MS / 1000;
-		ts.tv_nsec += (long)(HTTP_RENDER_WAIT_MS % 1000) * 1000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
+		struct timespec ts = deadline_after_ms(HTTP_RENDER_WAIT_MS);
 		h->render_ask(h->render_arg);
 		while (h->snap_marked < want && !h->stop &&
 		       pthread_cond_timedwait(&h->fresh, &h->lock, &ts) == 0)
 			;
 	}
-	struct snapshot *s = h->snap;
-	if (s)
-		atomic_fetch_add(&s->refs, 1);
+	struct snapshot *s = snapshot_ref_locked(h);
 	pthread_mutex_unlock(&h->lock);
 	return s;
 }
@@ -332,13 +346,12 @@ static void *textfile_thread(void *arg)
 
 	pthread_mutex_lock(&h->lock);
 	while (!h->stop) {
-		struct snapshot *s = h->snap;
+		struct snapshot *s = snapshot_ref_locked(h);
 		if (!s) {
 			pthread_cond_wait(&h->wake, &h->lock);
 			continue;
 		}
 		{
-			atomic_fetch_add(&s->refs, 1);
 			pthread_mutex_unlock(&h->lock);
 			int r = textfile_write(h->textfile, s);
 			if (r < 0 && r != last_err)
@@ -348,14 +361,7 @@ static void *textfile_thread(void *arg)
 			snapshot_unref(s);
 			pthread_mutex_lock(&h->lock);
 		}
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += h->interval_ms / 1000;
-		until.tv_nsec += (long)(h->interval_ms % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
+		struct timespec until = deadline_after_ms(h->interval_ms);
 		while (!h->stop && pthread_cond_timedwait(&h->wake, &h->lock,
 							  &until) != ETIMEDOUT)
 			;
