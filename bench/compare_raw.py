@@ -60,6 +60,18 @@ class CudaError(RuntimeError):
     pass
 
 
+def skip_without_driver(prog):
+    """77, with a line saying so, when libcuda.so.1 cannot be loaded (a
+    skip, as the GPU benchmarks and tools/gpu-prepare.sh say it); else
+    None."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        print(f"{prog}: skipped: no CUDA driver here ({e})")
+        return 77
+    return None
+
+
 class Driver:
     """libcuda.so.1 with a primary context current on device (none with
     context=False, as vramd's daemon runs)."""

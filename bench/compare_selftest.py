@@ -266,33 +266,28 @@ def test_create_probe(out):
         return
     modes = ["wake", "wake-spread", "floor", "floor-interleaved", "pump:5:2", "pump-all-hold:5:2",
              "floor-pump:5", "floor-chunks:2", "peer:2", "peer-paced:3"]
-    js = os.path.join(out, "probe.json")
     env = dict(os.environ, LD_LIBRARY_PATH=lib, COMPARE_BASE_PYTHONPATH=os.path.join(out, "faketorch"))
     env.pop("VRAM_LIBCUDA", None)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "create_probe.py"), "--scale", "0.01", "--cycles", "2",
-                        "--gap", "5", "--modes", ",".join(modes), "--out", js],
-                       env=env, capture_output=True, text=True, timeout=300)
-    rows = json.load(open(js)) if r.returncode == 0 and os.path.exists(js) else []
     # Two flag sets each for the burst and the spread wake; two pumps;
     # four floor cases; two peer cases.
-    check("create_probe.py runs every mode against the fake driver",
-          r.returncode == 0 and len(rows) == 12 and all(len(x["kv_ms"]) == 2 for x in rows),
-          f"rc {r.returncode}, {len(rows)} rows\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
-    # bench/export_probe.py's every case, against the same driver.
-    js = os.path.join(out, "export.json")
-    r = subprocess.run([sys.executable, os.path.join(HERE, "export_probe.py"), "--scale", "0.01", "--cycles", "2",
-                        "--gap", "1", "--out", js], env=env, capture_output=True, text=True, timeout=120)
+    probe_check(out, env, "create_probe.py", ["--gap", "5", "--modes", ",".join(modes)], 12, "kv_ms", 300,
+                "every mode")
+    # bench/export_probe.py's and copy_probe.py's every case, against the
+    # same driver.
+    probe_check(out, env, "export_probe.py", ["--gap", "1"], 12, "ms", 120, "every case")
+    probe_check(out, env, "copy_probe.py", ["--gap", "1"], 7, "ms", 120, "every case")
+
+
+def probe_check(out, env, script, args, n_rows, key, timeout, what):
+    """Runs bench/SCRIPT at --scale 0.01 for 2 cycles with args against
+    the fake driver (env) and checks it wrote n_rows rows of 2 figures
+    (key) each."""
+    js = os.path.join(out, script.replace(".py", ".json"))
+    r = subprocess.run([sys.executable, os.path.join(HERE, script), "--scale", "0.01", "--cycles", "2"] + args +
+                       ["--out", js], env=env, capture_output=True, text=True, timeout=timeout)
     rows = json.load(open(js)) if r.returncode == 0 and os.path.exists(js) else []
-    check("export_probe.py runs every case against the fake driver",
-          r.returncode == 0 and len(rows) == 12 and all(len(x["ms"]) == 2 for x in rows),
-          f"rc {r.returncode}, {len(rows)} rows\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
-    # bench/copy_probe.py's every case, against the same driver.
-    js = os.path.join(out, "copy.json")
-    r = subprocess.run([sys.executable, os.path.join(HERE, "copy_probe.py"), "--scale", "0.01", "--cycles", "2",
-                        "--gap", "1", "--out", js], env=env, capture_output=True, text=True, timeout=120)
-    rows = json.load(open(js)) if r.returncode == 0 and os.path.exists(js) else []
-    check("copy_probe.py runs every case against the fake driver",
-          r.returncode == 0 and len(rows) == 7 and all(len(x["ms"]) == 2 for x in rows),
+    check(f"{script} runs {what} against the fake driver",
+          r.returncode == 0 and len(rows) == n_rows and all(len(x[key]) == 2 for x in rows),
           f"rc {r.returncode}, {len(rows)} rows\n{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
 
 

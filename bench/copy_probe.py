@@ -42,7 +42,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_raw import Driver  # noqa: E402
+from compare_raw import Driver, skip_without_driver  # noqa: E402
 from host_pin import check_libc, libc, memfd_map  # noqa: E402
 
 GiB = 1 << 30
@@ -177,11 +177,9 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the size")
     ap.add_argument("--out")
     a = ap.parse_args()
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        print(f"copy_probe: skipped: no CUDA driver here ({e})")
-        return 77  # as the GPU benchmarks say it (tools/gpu-prepare.sh)
+    rc = skip_without_driver("copy_probe")
+    if rc:
+        return rc
     p = Probe(int(a.size * GiB * a.scale), a.chunks, a.piece_mib * MiB, a.streams)
     print(f"copy_probe: {p.size / GiB:.2f} GiB in {p.n} chunks of {p.chunk / MiB:.0f} MiB, "
           f"{a.piece_mib} MiB pieces on {a.streams} streams, from a registered memfd", flush=True)

@@ -40,7 +40,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_raw import Driver  # noqa: E402
+from compare_raw import Driver, skip_without_driver  # noqa: E402
 
 GiB = 1 << 30
 POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -155,11 +155,9 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
     ap.add_argument("--out")
     a = ap.parse_args()
-    try:
-        ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        print(f"export_probe: skipped: no CUDA driver here ({e})")
-        return 77  # as the GPU benchmarks say it (tools/gpu-prepare.sh)
+    rc = skip_without_driver("export_probe")
+    if rc:
+        return rc
     rows = []
     for g in [float(x) for x in a.sizes_gib.split(",")]:
         p = Probe(int(g * GiB * a.scale))
