@@ -4,9 +4,9 @@
  * clients, each on its own connection. Starts its own vramd (host backend)
  * through the test harness, so the figures are the daemon's and the
  * library's, not a device's. Prints a table of p50/p99 in microseconds,
- * the throughput, and the CPU time the daemon's loop thread spent per call
- * (from /proc/PID/schedstat: on a shared machine it moves far less than
- * the latencies do).
+ * the throughput, and the CPU time the daemon's threads spent per call
+ * (the loop and the reading threads, from /proc/PID/task/TID/schedstat:
+ * on a shared machine it moves far less than the latencies do).
  *
  *   make bench                      (or: VRAMD_BIN=build/vramd build/bench/rpc)
  *   BENCH_ITERS=20000 build/bench/rpc
@@ -26,7 +26,10 @@
  *                 the answers come through the hand-over of the reader
  *   BENCH_METRICS 1: the daemon serves its metrics over HTTP (on a port
  *                 of the loopback), as a node scraped by Prometheus runs
+ *   BENCH_IO_THREADS  the daemon's io_threads (daemon/io.h; default: its
+ *                 own default), to set 1 against more in one run
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <pthread.h>
@@ -66,22 +69,38 @@ static int cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The CPU time the daemon's loop thread (its main thread) has used so far,
- * in microseconds, from /proc/PID/schedstat (nanoseconds), or -1. */
+/* The CPU time all of the daemon's threads (the loop and its reading
+ * threads, daemon/io.h) have used so far, in microseconds, from each
+ * /proc/PID/task/TID/schedstat (nanoseconds), or -1. */
 static double cpu_us(pid_t pid)
 {
 	char path[64];
-	unsigned long long ns;
-	FILE *f;
-	int n;
+	unsigned long long ns, total = 0;
+	struct dirent *e;
+	DIR *d;
+	int found = 0;
 
-	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
 		return -1;
-	n = fscanf(f, "%llu", &ns);
-	fclose(f);
-	return n == 1 ? (double)ns / 1e3 : -1;
+	while ((e = readdir(d))) {
+		FILE *f;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/schedstat",
+			 (int)pid, e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &ns) == 1) {
+			total += ns;
+			found++;
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return found ? (double)total / 1e3 : -1;
 }
 
 static int pool_make(vram_client *c, const char *name, vram_pool **p)
@@ -204,20 +223,24 @@ static int env_int(const char *name, int def)
 int main(void)
 {
 	struct harness_daemon d;
-	const char *const plain[] = { "--log-level", "warn",  "--host-capacity",
-				      "64G",	     "--set", "max_pools=8192",
-				      NULL };
-	const char *const scraped[] = { "--log-level",
-					"warn",
-					"--host-capacity",
-					"64G",
-					"--set",
-					"max_pools=8192",
-					"--metrics-listen",
-					"127.0.0.1:0",
-					NULL };
+	/* The daemon's arguments: the plain set, then what the settings
+	 * below add. */
+	const char *extra[16] = { "--log-level", "warn", "--host-capacity",
+				  "64G",	 "--set",  "max_pools=8192" };
+	unsigned n_extra = 6;
 	int metrics = env_int("BENCH_METRICS", 0);
-	const char *const *extra = metrics ? scraped : plain;
+	const char *io = getenv("BENCH_IO_THREADS");
+	char io_set[32];
+	if (metrics) {
+		extra[n_extra++] = "--metrics-listen";
+		extra[n_extra++] = "127.0.0.1:0";
+	}
+	if (io && *io) {
+		snprintf(io_set, sizeof(io_set), "io_threads=%s", io);
+		extra[n_extra++] = "--set";
+		extra[n_extra++] = io_set;
+	}
+	extra[n_extra] = NULL;
 	int iters = env_int("BENCH_ITERS", 5000);
 	int store = env_int("BENCH_STORE", 0);
 	int n_idle = env_int("BENCH_POOLS", 0);
@@ -257,9 +280,11 @@ int main(void)
 		}
 	}
 	printf("bench/rpc: vramd %s on the host backend, %d iterations per client, "
-	       "fd store %s, %d idle pools, event thread %s, metrics %s\n\n",
+	       "fd store %s, %d idle pools, event thread %s, metrics %s, "
+	       "reading threads %s\n\n",
 	       vram_version(), iters, store ? "on" : "off", n_idle,
-	       bench_thread ? "on" : "off", metrics ? "served" : "off");
+	       bench_thread ? "on" : "off", metrics ? "served" : "off",
+	       io && *io ? io : "default");
 	printf("| %-22s | %7s | %8s | %9s | %9s | %9s | %10s | %9s |\n",
 	       "operation", "clients", "calls", "p50 us", "p99 us", "max us",
 	       "calls/s", "vramd us");

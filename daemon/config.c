@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io.h"
 #include "log.h"
 #include "spin.h"
 #include "wire.h"
@@ -49,6 +50,11 @@ unsigned config_spin_ms(const struct config *cfg)
 	if (cfg->transition_spin_ms != CONFIG_SPIN_AUTO)
 		return cfg->transition_spin_ms;
 	return spin_default_ms();
+}
+
+unsigned config_io_threads(const struct config *cfg)
+{
+	return cfg->io_threads ? cfg->io_threads : io_threads_default();
 }
 
 /* "8G", "512M", "4096" → bytes; -EINVAL on garbage or overflow. */
@@ -193,6 +199,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return parse_uint(value, 1, 3600 * 1000, &cfg->ack_timeout_ms);
 	if (strcmp(key, "transition_spin_ms") == 0)
 		return parse_uint(value, 0, 1000, &cfg->transition_spin_ms);
+	if (strcmp(key, "io_threads") == 0)
+		return parse_uint(value, 0, 64, &cfg->io_threads);
 	if (strcmp(key, "max_sessions") == 0)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions);
 	if (strcmp(key, "max_pools") == 0)

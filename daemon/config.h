@@ -34,6 +34,8 @@ struct config {
 	 * polling instead of sleeping (0: never; CONFIG_SPIN_AUTO:
 	 * spin_default_ms(), common/spin.h). */
 	unsigned transition_spin_ms;
+	/* Threads that read the sessions (daemon/io.h; 0: io_threads_default). */
+	unsigned io_threads;
 	uint64_t chunk_max;
 	unsigned max_sessions;
 	unsigned max_pools;
@@ -64,6 +66,9 @@ void config_defaults(struct config *cfg);
 /* transition_spin_ms as it applies on this machine (CONFIG_SPIN_AUTO
  * resolved). */
 unsigned config_spin_ms(const struct config *cfg);
+
+/* io_threads as it applies on this machine (0 resolved). */
+unsigned config_io_threads(const struct config *cfg);
 
 /* Reads "key = value" lines ('#' starts a comment). Returns 0, -ENOENT when
  * the file is missing, or -EINVAL with the line logged. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -97,6 +98,9 @@ static void server_session_close(struct server *srv, struct session *s,
 	}
 	limit_session_gone(&srv->limits, &s->acct);
 	session_close(s, why);
+	if (s->io.thread)
+		epoll_ctl(srv->hangup_fd, EPOLL_CTL_DEL, s->fd, NULL);
+	io_drop(&srv->io, s);
 	if (srv->store.frozen) {
 		/* Stopping for a restart: its pools stay in the store. */
 		transition_session_gone(&srv->node, s);
@@ -143,7 +147,35 @@ static void server_on_broken(struct session *s)
 	uv_idle_start(&srv->reaper, server_on_reap);
 }
 
+/* Closes the sessions whose peers hung up (the hang-up set, server.h),
+ * but asking's: a request that needs the device settled needs what they
+ * held back first. Their reading threads may not have seen the end of
+ * their input yet, and the loop hears of requests from several threads,
+ * so without this a resume could fail for memory that a client had
+ * given back by closing before the resume was sent. What such a session
+ * still had unread goes with it, as with any peer that is gone. */
+static void server_reap_hangups(struct server *srv, const struct session *asking)
+{
+	struct epoll_event ev[64];
+	int n;
+
+	do {
+		n = epoll_wait(srv->hangup_fd, ev, 64, 0);
+		for (int i = 0; i < n; i++) {
+			struct session *s = ev[i].data.ptr;
+			if (s == asking) {
+				/* Its own end is its thread's to find. */
+				epoll_ctl(srv->hangup_fd, EPOLL_CTL_DEL, s->fd,
+					  NULL);
+				continue;
+			}
+			server_session_close(srv, s, "peer closed");
+		}
+	} while (n == 64);
+}
+
 static void server_read(struct server *srv, struct session *s);
+static void server_read_turn(struct server *srv, struct session *s);
 
 /* On a libuv worker: waits until the device has taken back the memory
  * released so far (CUDA's release threads, HIP's check), which the loop
@@ -163,13 +195,17 @@ static void server_on_settled(uv_work_t *w, int status UNUSED)
 	Vram__Request *req = s->parked;
 
 	s->parked = NULL;
+	if (!s->closing && !s->broken)
+		server_reap_hangups(srv, s);
 	if (!s->closing && !s->broken &&
 	    request_handle(srv, s, req) < 0)
 		server_session_close(srv, s, "request without an id");
 	vram__request__free_unpacked(req, NULL);
 	if (!s->closing && !s->broken) {
-		session_set_reading(s, true);
-		server_read(srv, s);
+		/* Its thread's turn again, or the loop's own poll. */
+		if (!s->io.thread)
+			session_set_reading(s, true);
+		server_read_turn(srv, s);
 	}
 	session_unhold(s);
 }
@@ -189,34 +225,17 @@ static bool server_park(struct server *srv, struct session *s,
 	return true;
 }
 
-/* Decodes and dispatches one frame. Returns false when the session must
- * close. */
-static bool server_frame(struct server *srv, struct session *s,
-			 struct wire_frame *f)
+/* Handles one decoded request (freed here). Returns false when the
+ * session must close. */
+static bool server_request(struct server *srv, struct session *s,
+			   Vram__Request *req)
 {
-	Vram__Request *req;
-
-	if (f->nfds) {
-		/* No request carries fds: a client sending some is broken. */
-		log_warn("session %llu (pid %u): %u unexpected fds",
-			 (unsigned long long)s->id, s->who.pid, f->nfds);
-		return false;
+	if (request_needs_settled(req)) {
+		server_reap_hangups(srv, s);
+		if (!backend_settled(srv->node.backend) &&
+		    server_park(srv, s, req))
+			return true;
 	}
-	req = vram__request__unpack(NULL, f->len, f->payload);
-	if (!req) {
-		log_warn("session %llu (pid %u): undecodable request",
-			 (unsigned long long)s->id, s->who.pid);
-		return false;
-	}
-	if (!s->hello_done && req->body_case != VRAM__REQUEST__BODY_HELLO) {
-		log_warn("session %llu (pid %u): request before hello",
-			 (unsigned long long)s->id, s->who.pid);
-		vram__request__free_unpacked(req, NULL);
-		return false;
-	}
-	if (request_needs_settled(req) && !backend_settled(srv->node.backend) &&
-	    server_park(srv, s, req))
-		return true;
 	server_answer_stateless = req->body_case == VRAM__REQUEST__BODY_PING;
 	int r = request_handle(srv, s, req);
 	server_answer_stateless = false;
@@ -227,6 +246,22 @@ static bool server_frame(struct server *srv, struct session *s,
 		log_warn("session %llu (pid %u): request without an id",
 			 (unsigned long long)s->id, s->who.pid);
 	return r == 0;
+}
+
+/* Decodes and dispatches one frame. Returns false when the session must
+ * close. */
+static bool server_frame(struct server *srv, struct session *s,
+			 struct wire_frame *f)
+{
+	Vram__Request *req;
+	char why[160];
+
+	if (io_frame_decode(s, f, &req, why, sizeof(why)) < 0) {
+		log_warn("session %llu (pid %u): %s", (unsigned long long)s->id,
+			 s->who.pid, why);
+		return false;
+	}
+	return server_request(srv, s, req);
 }
 
 /* Handles the frames already read. Returns false when the session closed
@@ -264,10 +299,6 @@ static bool server_frames(struct server *srv, struct session *s)
 	}
 }
 
-/* A read shorter than this took all the socket held: requests are small,
- * and the wire asks for at least 8 KiB a read. */
-#define SERVER_SHORT_READ 4096
-
 static void server_read(struct server *srv, struct session *s)
 {
 	/* Frames left from before a request was put off come first. */
@@ -290,9 +321,62 @@ static void server_read(struct server *srv, struct session *s)
 								 : "read failed");
 			return;
 		}
-		if (!server_frames(srv, s) || r < SERVER_SHORT_READ)
+		if (!server_frames(srv, s) || r < IO_SHORT_READ)
 			return;
 	}
+}
+
+/* server_read, then, for a session a reading thread has, the turn back
+ * to it, unless the session closed or put a request off. */
+static void server_read_turn(struct server *srv, struct session *s)
+{
+	server_read(srv, s);
+	if (s->io.thread && !s->closing && !s->broken && !s->parked)
+		io_give(&srv->io, s);
+}
+
+/* The loop's turn of s (io.h): what its thread found, then the request it
+ * decoded, then whatever else the socket holds. */
+static void server_on_turn(struct session *s, void *data)
+{
+	struct server *srv = data;
+	struct session_io *sio = &s->io;
+	Vram__Request *req = sio->req;
+	const char *why = sio->close;
+
+	sio->req = NULL;
+	sio->close = NULL;
+	if (s->closing || s->broken) {
+		/* Its drop is on the way (broken: the reaper's). */
+		if (req)
+			vram__request__free_unpacked(req, NULL);
+		return;
+	}
+	if (sio->queued) {
+		sio->queued = false;
+		session_flush(s);
+	}
+	if (sio->send_err) {
+		session_send_failed(s, sio->send_err);
+		sio->send_err = 0;
+		return;
+	}
+	if (why) {
+		if (sio->warn[0])
+			log_warn("session %llu (pid %u): %s",
+				 (unsigned long long)s->id, s->who.pid, sio->warn);
+		sio->warn[0] = '\0';
+		server_session_close(srv, s, why);
+		return;
+	}
+	if (!s->admin_lane)
+		lane_check(&srv->lane);
+	if (req && !server_request(srv, s, req)) {
+		server_session_close(srv, s, "protocol error");
+		return;
+	}
+	if (!s->closing && !s->broken && !s->parked)
+		server_read_turn(srv, s);
 }
 
 static void server_on_session_poll(uv_poll_t *h, int status, int events)
@@ -354,6 +438,16 @@ static void server_session_add(struct server *srv, int fd, bool admin)
 		log_debug("session %llu (pid %u uid %u) is on the admin lane",
 			  (unsigned long long)s->id, s->who.pid, s->who.uid);
 	s->limits = &srv->limits;
+	if (!admin) {
+		/* Read by a thread from here on; the loop's poll only waits
+		 * for room to write, and the hang-up set for the peer's end. */
+		struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = s };
+		if (epoll_ctl(srv->hangup_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
+			log_warn("session %llu: not in the hang-up set: %s",
+				 (unsigned long long)s->id, strerror(errno));
+		session_set_reading(s, false);
+		io_adopt(&srv->io, s);
+	}
 	metrics_session_opened(&srv->metrics);
 	s->next = srv->sessions;
 	if (srv->sessions)
@@ -536,6 +630,14 @@ static void server_on_watchdog(uv_timer_t *h UNUSED)
 	notify_watchdog();
 }
 
+/* The transitions' polling windows (node.h): the reading threads poll
+ * along. */
+static void server_spin_to(void *data, uint64_t until_ns)
+{
+	struct server *srv = data;
+	io_spin_until(&srv->io, until_ns);
+}
+
 /* What the metrics take from the server at each render. */
 static void server_gauges(void *arg, struct metrics_gauges *g)
 {
@@ -556,6 +658,7 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 	srv->cfg = *cfg;
 	srv->listen_fd = -1;
 	srv->lane.listen_fd = -1;
+	srv->hangup_fd = -1;
 	srv->start_ms = (uint64_t)clock_now_ms();
 	r = backup_host_dir_set(cfg->host_backup_dir);
 	if (r < 0)
@@ -676,6 +779,21 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		uv_timer_start(&srv->watchdog, server_on_watchdog, ms ? ms : 1,
 			       ms ? ms : 1);
 	}
+	srv->hangup_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (srv->hangup_fd < 0) {
+		r = -errno;
+		log_err("cannot make the hang-up set: %s", strerror(-r));
+		return r;
+	}
+	r = io_start(&srv->io, loop, config_io_threads(cfg), server_on_turn,
+		     srv);
+	if (r < 0) {
+		log_err("cannot start the reading threads: %s", strerror(-r));
+		return r;
+	}
+	log_info("%u reading thread(s) (io_threads)", srv->io.n);
+	srv->node.spin_to = server_spin_to;
+	srv->node.spin_data = srv;
 	char status[128];
 	snprintf(status, sizeof(status), "serving %u %s device(s)",
 		 b->n_devices, b->ops->name);
@@ -706,6 +824,10 @@ int server_run(struct server *srv)
 	/* Close every session (dropping their pools), then what is left. */
 	while (srv->sessions)
 		server_session_close(srv, srv->sessions, "daemon stopping");
+	/* Every session is dropped: the threads let go and end (and hear of
+	 * no polling window any more). */
+	srv->node.spin_to = NULL;
+	io_stop(&srv->io);
 	while (srv->node.n_pools)
 		node_pool_drop(&srv->node,
 			       srv->node.pools[srv->node.n_pools - 1], NULL);
@@ -738,6 +860,8 @@ void server_fini(struct server *srv)
 	/* Always unlinked: during a restart admins fall back to the main
 	 * socket, which waits for the next vramd in the fd store. */
 	lane_fini(&srv->lane);
+	if (srv->hangup_fd >= 0)
+		close(srv->hangup_fd);
 	if (srv->admin_path[0])
 		unlink(srv->admin_path);
 	metrics_destroy(&srv->metrics);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's top: the libuv loop, the listening sockets, signals, the
- * watchdog and the status line, the sessions and the read loop that hands
- * their requests to request.c, over the node (node.h) that holds the
- * pools. */
+ * watchdog and the status line, the sessions and their reading (on the
+ * threads of io.h, and on the loop during its turns) that hands their
+ * requests to request.c, over the node (node.h) that holds the pools. */
 #ifndef VRAMD_SERVER_H
 #define VRAMD_SERVER_H
 
@@ -14,6 +14,7 @@
 #include "config.h"
 #include "metrics.h"
 #include "fdstore.h"
+#include "io.h"
 #include "lane.h"
 #include "limit.h"
 #include "node.h"
@@ -45,6 +46,10 @@ struct server {
 
 	struct limit limits; /* sessions, queues, the listener's back-off */
 	struct lane lane;    /* the admin socket and its sessions (lane.h) */
+	struct io io;	     /* the threads that read the others (io.h) */
+	/* An epoll set of the sessions the threads read, for the peer's
+	 * hang-up only (server_reap_hangups in server.c). */
+	int hangup_fd;
 	char admin_path[108]; /* the admin socket made, to unlink; "": none */
 
 	uint64_t next_session_id;

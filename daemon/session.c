@@ -23,8 +23,10 @@
  * is not empty. */
 static void session_watch(struct session *s)
 {
-	int events = (s->reading ? UV_READABLE : 0) |
-		     (s->tx.head ? UV_WRITABLE : 0);
+	pthread_mutex_lock(&s->send_lock);
+	bool queued = s->tx.head != NULL;
+	pthread_mutex_unlock(&s->send_lock);
+	int events = (s->reading ? UV_READABLE : 0) | (queued ? UV_WRITABLE : 0);
 
 	if (s->closing || s->broken || s->poll_events == events)
 		return;
@@ -65,6 +67,7 @@ int session_open(uv_loop_t *loop, int fd, uint64_t id, uv_poll_cb on_poll,
 		free(s);
 		return -EIO;
 	}
+	pthread_mutex_init(&s->send_lock, NULL);
 	s->poll.data = s;
 	s->holds = 1; /* the poll handle's, given back when it is closed */
 	s->reading = true;
@@ -89,6 +92,9 @@ void session_unhold(struct session *s)
 		limit_queue_sync(s->limits, &s->acct, 0, 0);
 	close(s->fd);
 	wire_rx_free(&s->rx);
+	if (s->io.req)
+		vram__request__free_unpacked(s->io.req, NULL);
+	pthread_mutex_destroy(&s->send_lock);
 	free(s);
 }
 
@@ -101,7 +107,9 @@ void session_close(struct session *s, const char *why)
 {
 	if (s->closing)
 		return;
+	pthread_mutex_lock(&s->send_lock);
 	s->closing = true;
+	pthread_mutex_unlock(&s->send_lock);
 	log_debug("session %llu (pid %u) closed: %s", (unsigned long long)s->id,
 		  s->who.pid, why);
 	uv_poll_stop(&s->poll);
@@ -116,7 +124,9 @@ void session_close_later(struct session *s, const char *why)
 	if (s->closing || s->broken)
 		return;
 	log_debug("session %llu: %s", (unsigned long long)s->id, why);
+	pthread_mutex_lock(&s->send_lock);
 	s->broken = true;
+	pthread_mutex_unlock(&s->send_lock);
 	uv_poll_stop(&s->poll);
 	s->poll_events = 0;
 	s->on_broken(s);
@@ -131,13 +141,19 @@ void session_set_reading(struct session *s, bool on)
 /* Tells the limits what the queue holds now. */
 static void session_account(struct session *s)
 {
+	pthread_mutex_lock(&s->send_lock);
+	size_t bytes = s->tx.bytes;
+	unsigned nfds = s->tx.nfds;
+	pthread_mutex_unlock(&s->send_lock);
 	if (s->limits)
-		limit_queue_sync(s->limits, &s->acct, s->tx.bytes, s->tx.nfds);
+		limit_queue_sync(s->limits, &s->acct, bytes, nfds);
 }
 
 void session_flush(struct session *s)
 {
+	pthread_mutex_lock(&s->send_lock);
 	int r = wire_tx_flush(&s->tx, s->fd);
+	pthread_mutex_unlock(&s->send_lock);
 	session_account(s);
 	if (r < 0) {
 		session_close_later(s, "write failed");
@@ -172,25 +188,58 @@ static void session_send(struct session *s, Vram__ServerMsg *msg,
 		return;
 	}
 	vram__server_msg__pack(msg, buf);
+	pthread_mutex_lock(&s->send_lock);
 	if (s->limits ? !limit_queue_admit(s->limits, &s->acct,
 					    SESSION_MAX_QUEUED, len, nfds)
 		      : s->tx.bytes + len > SESSION_MAX_QUEUED)
 		r = -ENOBUFS; /* a slow reader: dropped, as on a crash */
 	else
 		r = wire_tx_send(&s->tx, s->fd, buf, len, fds, nfds);
+	pthread_mutex_unlock(&s->send_lock);
 	if (buf != small)
 		free(buf);
 	session_account(s);
 	if (r < 0) {
-		/* A peer that went away is no news; anything else is. */
-		if (r != -EPIPE && r != -ECONNRESET)
-			log_warn("session %llu (pid %u): cannot send: %s",
-				 (unsigned long long)s->id, s->who.pid,
-				 strerror(-r));
-		session_close_later(s, "send failed");
+		session_send_failed(s, r);
 		return;
 	}
 	session_watch(s);
+}
+
+void session_send_failed(struct session *s, int r)
+{
+	/* A peer that went away is no news; anything else is. */
+	if (r != -EPIPE && r != -ECONNRESET)
+		log_warn("session %llu (pid %u): cannot send: %s",
+			 (unsigned long long)s->id, s->who.pid, strerror(-r));
+	session_close_later(s, "send failed");
+}
+
+/* A ping's answer packs into a few bytes. */
+#define SESSION_PING_PACK 64
+
+int session_reply_ping(struct session *s, uint64_t id)
+{
+	Vram__ServerMsg msg = VRAM__SERVER_MSG__INIT;
+	Vram__Response resp = VRAM__RESPONSE__INIT;
+	uint8_t buf[SESSION_PING_PACK];
+	int r = -EBUSY;
+
+	resp.id = id;
+	msg.body_case = VRAM__SERVER_MSG__BODY_RESPONSE;
+	msg.response = &resp;
+	size_t len = vram__server_msg__get_packed_size(&msg);
+	if (len > sizeof(buf))
+		return -EBUSY;
+	vram__server_msg__pack(&msg, buf);
+	/* Only on an empty queue: whatever waits there goes first, and
+	 * the limits (the loop's) need not hear of a frame that went out
+	 * whole. */
+	pthread_mutex_lock(&s->send_lock);
+	if (!s->closing && !s->broken && !s->tx.head)
+		r = wire_tx_send(&s->tx, s->fd, buf, len, NULL, 0);
+	pthread_mutex_unlock(&s->send_lock);
+	return r;
 }
 
 void session_reply(struct session *s, Vram__Response *resp, const int *fds,

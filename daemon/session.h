@@ -9,9 +9,11 @@
 #ifndef VRAMD_SESSION_H
 #define VRAMD_SESSION_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <uv.h>
 
+#include "io.h"
 #include "limit.h"
 #include "pool.h"
 #include "vram.pb-c.h"
@@ -33,8 +35,13 @@ struct session {
 	int fd;
 	uv_poll_t poll;
 	struct identity who;
-	struct wire_rx rx; /* filled by the owner's read loop */
+	struct wire_rx rx; /* filled by whoever has the turn (io.h) */
 	struct wire_tx tx;
+	/* Held around every write to the socket and every look at tx, and
+	 * where closing and broken are set: a reading thread answers pings
+	 * on this socket too (io.h). */
+	pthread_mutex_t send_lock;
+	struct session_io io; /* its reading thread's side (io.h) */
 	bool hello_done;
 	bool resume_in_parts; /* its Hello said it restores in parts */
 	bool closing; /* session_close ran; freed once nobody holds it */
@@ -98,6 +105,17 @@ void session_reply(struct session *s, Vram__Response *resp, const int *fds,
 		   unsigned nfds);
 void session_reply_error(struct session *s, uint64_t id, int err,
 			 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* From a reading thread (io.h): answers ping id when the session is open
+ * and has nothing queued, as session_reply would. Returns 1 (sent), 0
+ * (sent in part, the rest queued: the loop must session_flush), -EBUSY
+ * (not sent: the loop's to answer), or -errno (the socket is broken: the
+ * loop must session_send_failed). */
+int session_reply_ping(struct session *s, uint64_t id);
+
+/* A send to s failed with r (-errno): logged unless the peer went away,
+ * and s closed later. */
+void session_send_failed(struct session *s, int r);
 
 /* Pushes an event with fds (kept by the caller). */
 void session_send_event(struct session *s, Vram__Event *ev, const int *fds,

@@ -155,6 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_spin(-1, 4);
 		fuzz_base_fds = fuzz_fds_count();
 	}
+	uint64_t accepted = fuzz_srv.next_session_id;
 	int fd = fuzz_connect();
 	if (!(size > 0 && (data[0] & 4)))
 		fuzz_frame(fd, hello, sizeof(hello), false);
@@ -173,8 +174,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fuzz_spin(fd, 2);
 	}
 	shutdown(fd, SHUT_WR);
-	for (unsigned i = 0; i < 2000 && fuzz_srv.n_sessions; i++)
+	/* The session's end is read on a reading thread (daemon/io.h) and
+	 * reaches the loop through its queue: wait until it was accepted
+	 * and is gone (bounded). */
+	for (unsigned i = 0; i < 20000 && (fuzz_srv.n_sessions ||
+					    fuzz_srv.next_session_id == accepted);
+	     i++) {
 		fuzz_spin(fd, 1);
+		usleep(50);
+	}
 	close(fd);
 	/* Persistent pools outlive their session by design: drop them. */
 	while (fuzz_srv.node.n_pools)

@@ -15,45 +15,6 @@
 
 #include "integ.h"
 
-/* A connection to the test's daemon that speaks no protocol (yet); -1
- * when connect fails (non-blocking: a full backlog is a failure). */
-static int raw_connect(bool nonblock)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
-					 (nonblock ? SOCK_NONBLOCK : 0),
-			0);
-	if (fd < 0)
-		return -1;
-	if (strlen(integ_daemon.socket) >= sizeof(a.sun_path)) {
-		close(fd);
-		return -1;
-	}
-	memcpy(a.sun_path, integ_daemon.socket, strlen(integ_daemon.socket));
-	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
-/* Sends one frame of a hand-encoded protobuf Request. */
-static void raw_send(int fd, const uint8_t *req, size_t len)
-{
-	uint8_t buf[64];
-	uint32_t h[3] = { 0x4d415256u, (uint32_t)len, 0 };
-	memcpy(buf, h, sizeof(h)); /* the wire is little-endian, as are we */
-	memcpy(buf + sizeof(h), req, len);
-	ASSERT_EQ(write(fd, buf, sizeof(h) + len), (ssize_t)(sizeof(h) + len));
-}
-
-/* Request{id = 1, hello{version = 1}}. */
-static void raw_hello(int fd)
-{
-	static const uint8_t hello[] = { 0x08, 0x01, 0x52, 0x02, 0x08, 0x01 };
-	raw_send(fd, hello, sizeof(hello));
-}
-
 /* Request{id = 2, stats{}}, many times in one write. */
 static void raw_flood_stats(int fd, unsigned n)
 {
@@ -160,7 +121,7 @@ TEST(accept_backs_off_at_the_fd_limit)
 	int fds[200];
 	unsigned n = 0;
 	for (unsigned i = 0; i < 200; i++) {
-		int fd = raw_connect(true);
+		int fd = integ_raw_connect(true);
 		if (fd >= 0)
 			fds[n++] = fd;
 	}
@@ -239,9 +200,9 @@ TEST(hello_has_a_deadline)
 {
 	const char *const extra[] = { "--set", "hello_timeout_ms=200", NULL };
 	integ_start_args(extra);
-	int mute = raw_connect(false), talker = raw_connect(false);
+	int mute = integ_raw_connect(false), talker = integ_raw_connect(false);
 	ASSERT(mute >= 0 && talker >= 0);
-	raw_hello(talker);
+	integ_raw_hello(talker);
 	ASSERT(raw_closed_by_daemon(mute, 10000));
 	/* The talker got its hello reply and nothing closes it. */
 	vram_client *c = integ_connect("watcher");
@@ -259,10 +220,10 @@ TEST(slow_readers_are_dropped_at_the_global_queue_cap)
 {
 	const char *const extra[] = { "--set", "max_queued=2M", NULL };
 	integ_start_args(extra);
-	int a = raw_connect(false), b = raw_connect(false);
+	int a = integ_raw_connect(false), b = integ_raw_connect(false);
 	ASSERT(a >= 0 && b >= 0);
-	raw_hello(a);
-	raw_hello(b);
+	integ_raw_hello(a);
+	integ_raw_hello(b);
 	/* 40,000 stats replies are some 6 MiB each. */
 	raw_flood_stats(a, 40000);
 	raw_flood_stats(b, 40000);
@@ -550,7 +511,7 @@ static void raw_progress(int fd, uint8_t event_id, uint8_t restored)
 {
 	const uint8_t req[] = { 0xba, 0x01, 0x04, 0x08, event_id, 0x10,
 				restored };
-	raw_send(fd, req, sizeof(req));
+	integ_raw_send(fd, req, sizeof(req));
 }
 
 /* Reports of a restore in parts from a session that restores nothing, for
@@ -568,9 +529,9 @@ TEST(stray_resume_progress_makes_nothing)
 	ASSERT_OK(vram_pool_pause(w, NULL));
 	uint64_t paused = integ_stats(c).used_bytes;
 
-	int fd = raw_connect(false);
+	int fd = integ_raw_connect(false);
 	ASSERT(fd >= 0);
-	raw_hello(fd);
+	integ_raw_hello(fd);
 	for (unsigned id = 1; id < 64; id++)
 		for (unsigned k = 0; k < 8; k++)
 			raw_progress(fd, (uint8_t)id, (uint8_t)(k * 16));

@@ -6,7 +6,9 @@
 #define VRAM_INTEG_H
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -241,6 +243,47 @@ static inline void integ_wait_signal(int fd)
 {
 	char c;
 	ASSERT_EQ(read(fd, &c, 1), 1);
+}
+
+/* ---- raw connections: frames written by hand --------------------------- */
+
+/* A connection to the test's daemon that speaks no protocol (yet); -1
+ * when connect fails (non-blocking: a full backlog is a failure). */
+static inline int integ_raw_connect(bool nonblock)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+					 (nonblock ? SOCK_NONBLOCK : 0),
+			0);
+	if (fd < 0)
+		return -1;
+	if (strlen(integ_daemon.socket) >= sizeof(a.sun_path)) {
+		close(fd);
+		return -1;
+	}
+	memcpy(a.sun_path, integ_daemon.socket, strlen(integ_daemon.socket));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Sends one frame of a hand-encoded protobuf Request. */
+static inline void integ_raw_send(int fd, const uint8_t *req, size_t len)
+{
+	uint8_t buf[64];
+	uint32_t h[3] = { 0x4d415256u, (uint32_t)len, 0 };
+	memcpy(buf, h, sizeof(h)); /* the wire is little-endian, as are we */
+	memcpy(buf + sizeof(h), req, len);
+	ASSERT_EQ(write(fd, buf, sizeof(h) + len), (ssize_t)(sizeof(h) + len));
+}
+
+/* Request{id = 1, hello{version = 1}}. */
+static inline void integ_raw_hello(int fd)
+{
+	static const uint8_t hello[] = { 0x08, 0x01, 0x52, 0x02, 0x08, 0x01 };
+	integ_raw_send(fd, hello, sizeof(hello));
 }
 
 #endif

@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The reading threads; see io.h. */
+#include "io.h"
+#include "attr.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "session.h"
+#include "wire.h"
+
+/* What the loop asks of a thread (want_thread) and a thread of the loop
+ * (want_loop). */
+#define WANT_ADOPT 1u  /* start watching the session */
+#define WANT_GIVE 2u   /* the loop's turn is over: watch it again */
+#define WANT_DROP 4u   /* the session closed: let go of it */
+#define WANT_TURN 1u   /* the loop's turn: handle what was handed over */
+#define WANT_LET_GO 2u /* the thread let go: unhold it */
+
+/* Bounded work per wake-up, as on the loop (server.c). */
+#define IO_READ_ROUNDS 16
+
+struct io_thread {
+	struct io *io;
+	unsigned index;
+	pthread_t tid;
+	bool running; /* tid was started */
+	uv_loop_t loop;
+	uv_async_t wake;
+	uv_idle_t spin; /* active: the loop polls (io_spin_until) */
+	struct session *head, *tail; /* under io->lock */
+	bool stop;		     /* under io->lock */
+};
+
+unsigned io_threads_default(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN) / 4;
+	return n < 1 ? 1 : n > 4 ? 4 : (unsigned)n;
+}
+
+/* ---- the queues ---------------------------------------------------------- */
+
+static void thread_push(struct io_thread *t, struct session *s, unsigned want)
+{
+	struct io *io = t->io;
+
+	pthread_mutex_lock(&io->lock);
+	s->io.want_thread |= want;
+	if (!s->io.on_thread_queue) {
+		s->io.on_thread_queue = true;
+		s->io.next_thread = NULL;
+		if (t->tail)
+			t->tail->io.next_thread = s;
+		else
+			t->head = s;
+		t->tail = s;
+	}
+	pthread_mutex_unlock(&io->lock);
+	uv_async_send(&t->wake);
+}
+
+static struct session *thread_pop(struct io_thread *t, unsigned *want,
+				  bool *stop)
+{
+	struct io *io = t->io;
+	struct session *s;
+
+	pthread_mutex_lock(&io->lock);
+	s = t->head;
+	if (s) {
+		t->head = s->io.next_thread;
+		if (!t->head)
+			t->tail = NULL;
+		s->io.on_thread_queue = false;
+		*want = s->io.want_thread;
+		s->io.want_thread = 0;
+	}
+	*stop = t->stop;
+	pthread_mutex_unlock(&io->lock);
+	return s;
+}
+
+static void loop_push(struct io *io, struct session *s, unsigned want)
+{
+	pthread_mutex_lock(&io->lock);
+	s->io.want_loop |= want;
+	if (!s->io.on_loop_queue) {
+		s->io.on_loop_queue = true;
+		s->io.next_loop = NULL;
+		if (io->loop_tail)
+			io->loop_tail->io.next_loop = s;
+		else
+			io->loop_head = s;
+		io->loop_tail = s;
+	}
+	pthread_mutex_unlock(&io->lock);
+	uv_async_send(&io->wake);
+}
+
+static struct session *loop_pop(struct io *io, unsigned *want)
+{
+	struct session *s;
+
+	pthread_mutex_lock(&io->lock);
+	s = io->loop_head;
+	if (s) {
+		io->loop_head = s->io.next_loop;
+		if (!io->loop_head)
+			io->loop_tail = NULL;
+		s->io.on_loop_queue = false;
+		*want = s->io.want_loop;
+		s->io.want_loop = 0;
+	}
+	pthread_mutex_unlock(&io->lock);
+	return s;
+}
+
+/* ---- a thread ------------------------------------------------------------ */
+
+int io_frame_decode(const struct session *s, const struct wire_frame *f,
+		    Vram__Request **out, char *why, size_t len)
+{
+	Vram__Request *req;
+
+	*out = NULL;
+	if (f->nfds) {
+		/* No request carries fds: a client sending some is broken. */
+		snprintf(why, len, "%u unexpected fds", f->nfds);
+		return -1;
+	}
+	req = vram__request__unpack(NULL, f->len, f->payload);
+	if (!req) {
+		snprintf(why, len, "undecodable request");
+		return -1;
+	}
+	if (!s->hello_done && req->body_case != VRAM__REQUEST__BODY_HELLO) {
+		vram__request__free_unpacked(req, NULL);
+		snprintf(why, len, "request before hello");
+		return -1;
+	}
+	*out = req;
+	return 0;
+}
+
+/* Stops watching s and hands it to the loop, with what s->io says. */
+static void thread_hand(struct io_thread *t, struct session *s)
+{
+	uv_poll_stop(&s->io.poll);
+	loop_push(t->io, s, WANT_TURN);
+}
+
+/* Handles the frames buffered: answers pings, hands over at anything
+ * else. Returns false when s was handed over. */
+static bool thread_frames(struct io_thread *t, struct session *s)
+{
+	struct session_io *sio = &s->io;
+
+	for (;;) {
+		struct wire_frame f;
+		Vram__Request *req;
+		int r = wire_rx_next(&s->rx, &f);
+
+		if (r == 0)
+			return true;
+		if (r < 0) {
+			snprintf(sio->warn, sizeof(sio->warn),
+				 "malformed frame: %s", strerror(-r));
+			sio->close = "malformed frame";
+			thread_hand(t, s);
+			return false;
+		}
+		r = io_frame_decode(s, &f, &req, sio->warn, sizeof(sio->warn));
+		wire_frame_clear(&f);
+		if (r < 0) {
+			sio->close = "protocol error";
+			thread_hand(t, s);
+			return false;
+		}
+		if (req->body_case == VRAM__REQUEST__BODY_PING) {
+			r = session_reply_ping(s, req->id);
+			if (r != -EBUSY) {
+				vram__request__free_unpacked(req, NULL);
+				if (r == 1)
+					continue;
+				/* Left queued, or the socket broke: the
+				 * loop's to flush or to close. */
+				if (r == 0)
+					sio->queued = true;
+				else
+					sio->send_err = r;
+				thread_hand(t, s);
+				return false;
+			}
+		}
+		sio->req = req;
+		thread_hand(t, s);
+		return false;
+	}
+}
+
+static void thread_read(struct io_thread *t, struct session *s)
+{
+	for (int round = 0; round < IO_READ_ROUNDS; round++) {
+		int r = wire_rx_read(&s->rx, s->fd);
+		if (r == -EAGAIN)
+			return;
+		if (r <= 0) {
+			s->io.close = r == 0	     ? "peer closed"
+				      : r == -EPROTO ? "bad fds"
+						     : "read failed";
+			thread_hand(t, s);
+			return;
+		}
+		if (!thread_frames(t, s) || r < IO_SHORT_READ)
+			return;
+	}
+}
+
+static void thread_on_readable(uv_poll_t *h, int status, int events UNUSED)
+{
+	struct session *s = h->data;
+	struct io_thread *t = s->io.thread;
+
+	if (status < 0) {
+		s->io.close = "poll failed";
+		thread_hand(t, s);
+		return;
+	}
+	thread_read(t, s);
+}
+
+static void thread_on_poll_closed(uv_handle_t *h)
+{
+	struct session *s = h->data;
+	loop_push(s->io.thread->io, s, WANT_LET_GO);
+}
+
+static void thread_apply(struct io_thread *t, struct session *s,
+			 unsigned want)
+{
+	struct session_io *sio = &s->io;
+
+	if (want & WANT_DROP) {
+		if (sio->started)
+			uv_close((uv_handle_t *)&sio->poll,
+				 thread_on_poll_closed);
+		else
+			loop_push(t->io, s, WANT_LET_GO);
+		return;
+	}
+	if ((want & WANT_ADOPT) && !sio->started) {
+		if (uv_poll_init(&t->loop, &sio->poll, s->fd) < 0) {
+			sio->close = "cannot watch the socket";
+			loop_push(t->io, s, WANT_TURN);
+			return;
+		}
+		sio->poll.data = s;
+		sio->started = true;
+	}
+	if (sio->started)
+		uv_poll_start(&sio->poll, UV_READABLE, thread_on_readable);
+}
+
+static void thread_spin(uv_idle_t *h)
+{
+	struct io_thread *t = h->data;
+	if (uv_hrtime() >= atomic_load_explicit(&t->io->spin_until,
+						memory_order_relaxed))
+		uv_idle_stop(h);
+}
+
+static void thread_on_wake(uv_async_t *h)
+{
+	struct io_thread *t = h->data;
+	struct session *s;
+	unsigned want;
+	bool stop;
+
+	while ((s = thread_pop(t, &want, &stop)))
+		thread_apply(t, s, want);
+	if (stop) {
+		if (!uv_is_closing((uv_handle_t *)&t->wake)) {
+			uv_close((uv_handle_t *)&t->spin, NULL);
+			uv_close((uv_handle_t *)&t->wake, NULL);
+		}
+		return;
+	}
+	if (!uv_is_active((uv_handle_t *)&t->spin) &&
+	    uv_hrtime() < atomic_load_explicit(&t->io->spin_until,
+					       memory_order_relaxed))
+		uv_idle_start(&t->spin, thread_spin);
+}
+
+static void *thread_main(void *arg)
+{
+	struct io_thread *t = arg;
+
+	uv_run(&t->loop, UV_RUN_DEFAULT);
+	return NULL;
+}
+
+/* ---- the loop's side ----------------------------------------------------- */
+
+static void io_on_wake(uv_async_t *h)
+{
+	struct io *io = h->data;
+	struct session *s;
+	unsigned want;
+
+	while ((s = loop_pop(io, &want))) {
+		if (want & WANT_TURN)
+			io->on_turn(s, io->data);
+		/* Last: the unhold may free s. */
+		if (want & WANT_LET_GO)
+			session_unhold(s);
+	}
+}
+
+/* Starts t with every signal blocked: they are the loop thread's. */
+static int thread_start(struct io_thread *t)
+{
+	sigset_t all, old;
+	char name[16];
+	int r;
+
+	if (uv_loop_init(&t->loop) < 0)
+		return -ENOMEM;
+	uv_async_init(&t->loop, &t->wake, thread_on_wake);
+	t->wake.data = t;
+	uv_idle_init(&t->loop, &t->spin);
+	t->spin.data = t;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&t->tid, NULL, thread_main, t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r != 0) {
+		uv_close((uv_handle_t *)&t->spin, NULL);
+		uv_close((uv_handle_t *)&t->wake, NULL);
+		uv_run(&t->loop, UV_RUN_DEFAULT);
+		uv_loop_close(&t->loop);
+		return -r;
+	}
+	t->running = true;
+	snprintf(name, sizeof(name), "vramd-io%u", t->index);
+	pthread_setname_np(t->tid, name);
+	return 0;
+}
+
+int io_start(struct io *io, uv_loop_t *loop, unsigned n,
+	     void (*on_turn)(struct session *s, void *data), void *data)
+{
+	int r;
+
+	memset(io, 0, sizeof(*io));
+	io->loop = loop;
+	io->on_turn = on_turn;
+	io->data = data;
+	pthread_mutex_init(&io->lock, NULL);
+	r = uv_async_init(loop, &io->wake, io_on_wake);
+	if (r < 0) {
+		pthread_mutex_destroy(&io->lock);
+		return r;
+	}
+	io->wake.data = io;
+	io->wake_on = true;
+	io->on = true;
+	if (n == 0)
+		n = 1;
+	io->threads = calloc(n, sizeof(*io->threads));
+	if (!io->threads) {
+		io_stop(io);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct io_thread *t = &io->threads[i];
+		t->io = io;
+		t->index = i;
+		r = thread_start(t);
+		if (r < 0) {
+			io_stop(io);
+			return r;
+		}
+		io->n++;
+	}
+	return 0;
+}
+
+void io_adopt(struct io *io, struct session *s)
+{
+	session_hold(s); /* the thread's, until it lets go */
+	s->io.thread = &io->threads[io->next++ % io->n];
+	thread_push(s->io.thread, s, WANT_ADOPT);
+}
+
+void io_give(struct io *io UNUSED, struct session *s)
+{
+	thread_push(s->io.thread, s, WANT_GIVE);
+}
+
+void io_drop(struct io *io UNUSED, struct session *s)
+{
+	if (s->io.thread)
+		thread_push(s->io.thread, s, WANT_DROP);
+}
+
+void io_spin_until(struct io *io, uint64_t until_ns)
+{
+	uint64_t was = atomic_exchange(&io->spin_until, until_ns);
+
+	/* A later end wakes the threads to start; an earlier one they see
+	 * themselves while they poll. */
+	if (until_ns > was)
+		for (unsigned i = 0; i < io->n; i++)
+			uv_async_send(&io->threads[i].wake);
+}
+
+void io_stop(struct io *io)
+{
+	if (!io->on)
+		return;
+	io->on = false;
+	for (unsigned i = 0; i < io->n; i++) {
+		struct io_thread *t = &io->threads[i];
+		pthread_mutex_lock(&io->lock);
+		t->stop = true;
+		pthread_mutex_unlock(&io->lock);
+		uv_async_send(&t->wake);
+	}
+	for (unsigned i = 0; i < io->n; i++) {
+		struct io_thread *t = &io->threads[i];
+		if (!t->running)
+			continue;
+		pthread_join(t->tid, NULL);
+		uv_loop_close(&t->loop);
+		t->running = false;
+	}
+	/* What the threads let go of last. */
+	if (io->wake_on) {
+		io_on_wake(&io->wake);
+		uv_close((uv_handle_t *)&io->wake, NULL);
+		io->wake_on = false;
+	}
+	free(io->threads);
+	io->threads = NULL;
+	io->n = 0;
+	pthread_mutex_destroy(&io->lock);
+}

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The reading threads. Each ordinary session is read by one of io_threads
+ * threads, each with its own libuv loop, so that the two system calls of
+ * a request (its recvmsg and, for a ping, its answer's sendmsg) run on
+ * several cores instead of all on the loop thread. Everything that knows
+ * the node stays on the loop thread:
+ *
+ *   - a thread reads the session's socket, cuts frames and decodes them;
+ *     a ping it answers itself, when the session has nothing queued to
+ *     send and the whole answer goes out at once (a ping tells nothing
+ *     of the pools, so it needs neither the node nor the fd store);
+ *   - at the first frame that is anything else, at the end of the input
+ *     or at an error, the thread stops watching the socket and hands the
+ *     session to the loop: its turn. The loop handles the request the
+ *     thread decoded, reads on itself until the socket is empty, and
+ *     gives the turn back (io_give); a request put off until the device
+ *     settles keeps the turn on the loop until it is handled.
+ *
+ * So one side at a time reads a session, its requests keep their order,
+ * and its answers their order: a ping comes back on the thread only when
+ * no request of the session is on the loop. Replies and events from the
+ * loop go out on the loop thread as before; a session's send lock
+ * (session.h) keeps them and a thread's ping answer whole and in order.
+ *
+ * Admin sessions (lane.h) are read on the loop thread, as the lane needs.
+ * A session given to a thread is held (session_hold) until the thread has
+ * let go of it: io_drop, then the loop's unhold when the thread says so. */
+#ifndef VRAMD_IO_H
+#define VRAMD_IO_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "vram.pb-c.h"
+
+struct session;
+struct wire_frame;
+struct io_thread;
+
+/* The default number of reading threads: a quarter of the CPUs online,
+ * 1 to 4 (the loop thread still handles every request but pings). */
+unsigned io_threads_default(void);
+
+/* A session's side of it (in struct session). */
+struct session_io {
+	struct io_thread *thread; /* NULL: read on the loop thread */
+	uv_poll_t poll;		  /* on the thread's loop, once started */
+	bool started;		  /* poll was initialised */
+	/* The queues between the loop and the thread (under the io's
+	 * lock): a session is on each at most once, with what it wants. */
+	struct session *next_thread, *next_loop;
+	unsigned want_thread, want_loop;
+	bool on_thread_queue, on_loop_queue;
+	/* What the thread hands over with the turn (read by the loop then). */
+	Vram__Request *req;  /* decoded, for the loop to handle first */
+	const char *close;   /* the session must close, for this reason */
+	char warn[160];	     /* logged at warn before it closes ("": none) */
+	int send_err;	     /* a ping's answer failed (-errno) */
+	bool queued;	     /* a ping's answer was left queued: flush */
+};
+
+struct io {
+	uv_loop_t *loop;
+	struct io_thread *threads;
+	unsigned n, next;
+	uv_async_t wake; /* the loop's: sessions handed to it */
+	bool wake_on;
+	bool on; /* started and not stopped */
+	pthread_mutex_t lock; /* both directions' queues */
+	struct session *loop_head, *loop_tail;
+	_Atomic uint64_t spin_until; /* io_spin_until's */
+	/* The loop's turn of s: called on the loop thread. */
+	void (*on_turn)(struct session *s, void *data);
+	void *data;
+};
+
+/* A read shorter than this took all the socket held: requests are small,
+ * and the wire asks for at least 8 KiB a read. So after one the reader
+ * stops (the next read would only say EAGAIN; the poll is level-triggered),
+ * one recvmsg per request, not two. */
+#define IO_SHORT_READ 4096
+
+/* Starts n threads (0 counts as 1) for loop. Returns 0 or -errno, with
+ * nothing left started. */
+int io_start(struct io *io, uv_loop_t *loop, unsigned n,
+	     void (*on_turn)(struct session *s, void *data), void *data);
+
+/* Loop thread. Gives s, not read on the loop any more, to a thread,
+ * which reads it from now on. */
+void io_adopt(struct io *io, struct session *s);
+
+/* Loop thread: the loop is done with its turn of s (it read the socket
+ * empty); the thread watches it again. */
+void io_give(struct io *io, struct session *s);
+
+/* Loop thread: s closed; its thread lets go of it and the loop then
+ * unholds it. No-op for a session no thread has. */
+void io_drop(struct io *io, struct session *s);
+
+/* Loop thread: the threads poll instead of sleeping until until_ns
+ * (uv_hrtime), as the loop does through a transition's first
+ * transition_spin_ms (docs/architecture.md, "Polling through a
+ * transition"): the acks come through them. 0 or a time past: they stop
+ * at their next turn. */
+void io_spin_until(struct io *io, uint64_t until_ns);
+
+/* Loop thread, every session dropped: stops and joins the threads, and
+ * unholds what they let go of. Safe to call more than once. */
+void io_stop(struct io *io);
+
+/* Decodes frame f read from s into *req (the caller frees it). Returns 0,
+ * or -1 with why s must close in why (a protocol error). Any thread. */
+int io_frame_decode(const struct session *s, const struct wire_frame *f,
+		    Vram__Request **req, char *why, size_t len);
+
+#endif
