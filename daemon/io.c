@@ -13,8 +13,8 @@
 #include "session.h"
 #include "wire.h"
 
-/* What the loop asks of a thread (want_thread) and a thread of the loop
- * (want_loop). */
+/* What the loop asks of a thread (on its queue) and a thread of the loop
+ * (on the loop's). */
 #define WANT_ADOPT 1u  /* start watching the session */
 #define WANT_GIVE 2u   /* the loop's turn is over: watch it again */
 #define WANT_DROP 4u   /* the session closed: let go of it */
@@ -32,8 +32,8 @@ struct io_thread {
 	uv_loop_t loop;
 	uv_async_t wake;
 	uv_idle_t spin; /* active: the loop polls (io_spin_until) */
-	struct session *head, *tail; /* under io->lock */
-	bool stop;		     /* under io->lock */
+	struct io_queue queue; /* under io->lock */
+	bool stop;	       /* under io->lock */
 };
 
 unsigned io_threads_default(void)
@@ -42,79 +42,68 @@ unsigned io_threads_default(void)
 	return n < 1 ? 1 : n > 4 ? 4 : (unsigned)n;
 }
 
-/* ---- the queues ---------------------------------------------------------- */
+/* ---- the queues (under io->lock) ---------------------------------------- */
+
+static void queue_push(struct io_queue *q, struct io_link *l, unsigned want)
+{
+	l->want |= want;
+	if (l->queued)
+		return;
+	l->queued = true;
+	l->next = NULL;
+	if (q->tail)
+		q->tail->next = l;
+	else
+		q->head = l;
+	q->tail = l;
+}
+
+/* The first session on q and what it wants, or NULL. */
+static struct session *queue_pop(struct io_queue *q, unsigned *want)
+{
+	struct io_link *l = q->head;
+
+	if (!l)
+		return NULL;
+	q->head = l->next;
+	if (!q->head)
+		q->tail = NULL;
+	l->queued = false;
+	*want = l->want;
+	l->want = 0;
+	return l->s;
+}
 
 static void thread_push(struct io_thread *t, struct session *s, unsigned want)
 {
-	struct io *io = t->io;
-
-	pthread_mutex_lock(&io->lock);
-	s->io.want_thread |= want;
-	if (!s->io.on_thread_queue) {
-		s->io.on_thread_queue = true;
-		s->io.next_thread = NULL;
-		if (t->tail)
-			t->tail->io.next_thread = s;
-		else
-			t->head = s;
-		t->tail = s;
-	}
-	pthread_mutex_unlock(&io->lock);
+	pthread_mutex_lock(&t->io->lock);
+	queue_push(&t->queue, &s->io.to_thread, want);
+	pthread_mutex_unlock(&t->io->lock);
 	uv_async_send(&t->wake);
 }
 
 static struct session *thread_pop(struct io_thread *t, unsigned *want,
 				  bool *stop)
 {
-	struct io *io = t->io;
-	struct session *s;
-
-	pthread_mutex_lock(&io->lock);
-	s = t->head;
-	if (s) {
-		t->head = s->io.next_thread;
-		if (!t->head)
-			t->tail = NULL;
-		s->io.on_thread_queue = false;
-		*want = s->io.want_thread;
-		s->io.want_thread = 0;
-	}
+	pthread_mutex_lock(&t->io->lock);
+	struct session *s = queue_pop(&t->queue, want);
 	*stop = t->stop;
-	pthread_mutex_unlock(&io->lock);
+	pthread_mutex_unlock(&t->io->lock);
 	return s;
 }
 
 static void loop_push(struct io *io, struct session *s, unsigned want)
 {
 	pthread_mutex_lock(&io->lock);
-	s->io.want_loop |= want;
-	if (!s->io.on_loop_queue) {
-		s->io.on_loop_queue = true;
-		s->io.next_loop = NULL;
-		if (io->loop_tail)
-			io->loop_tail->io.next_loop = s;
-		else
-			io->loop_head = s;
-		io->loop_tail = s;
-	}
+	queue_push(&io->to_loop, &s->io.to_loop, want);
 	pthread_mutex_unlock(&io->lock);
 	uv_async_send(&io->wake);
 }
 
 static struct session *loop_pop(struct io *io, unsigned *want)
 {
-	struct session *s;
-
 	pthread_mutex_lock(&io->lock);
-	s = io->loop_head;
-	if (s) {
-		io->loop_head = s->io.next_loop;
-		if (!io->loop_head)
-			io->loop_tail = NULL;
-		s->io.on_loop_queue = false;
-		*want = s->io.want_loop;
-		s->io.want_loop = 0;
-	}
+	struct session *s = queue_pop(&io->to_loop, want);
 	pthread_mutex_unlock(&io->lock);
 	return s;
 }
@@ -392,6 +381,7 @@ int io_start(struct io *io, uv_loop_t *loop, unsigned n,
 void io_adopt(struct io *io, struct session *s)
 {
 	session_hold(s); /* the thread's, until it lets go */
+	s->io.to_thread.s = s->io.to_loop.s = s;
 	s->io.thread = &io->threads[io->next++ % io->n];
 	thread_push(s->io.thread, s, WANT_ADOPT);
 }

@@ -43,16 +43,25 @@ struct io_thread;
  * 1 to 4 (the loop thread still handles every request but pings). */
 unsigned io_threads_default(void);
 
+/* A session's place on one of the queues between the loop and a thread
+ * (under the io's lock): on it at most once, with what it wants. */
+struct io_link {
+	struct io_link *next;
+	struct session *s;
+	unsigned want;
+	bool queued;
+};
+
+struct io_queue {
+	struct io_link *head, *tail;
+};
+
 /* A session's side of it (in struct session). */
 struct session_io {
 	struct io_thread *thread; /* NULL: read on the loop thread */
 	uv_poll_t poll;		  /* on the thread's loop, once started */
 	bool started;		  /* poll was initialised */
-	/* The queues between the loop and the thread (under the io's
-	 * lock): a session is on each at most once, with what it wants. */
-	struct session *next_thread, *next_loop;
-	unsigned want_thread, want_loop;
-	bool on_thread_queue, on_loop_queue;
+	struct io_link to_thread, to_loop;
 	/* What the thread hands over with the turn (read by the loop then). */
 	Vram__Request *req;  /* decoded, for the loop to handle first */
 	const char *close;   /* the session must close, for this reason */
@@ -69,7 +78,7 @@ struct io {
 	bool wake_on;
 	bool on; /* started and not stopped */
 	pthread_mutex_t lock; /* both directions' queues */
-	struct session *loop_head, *loop_tail;
+	struct io_queue to_loop;
 	_Atomic uint64_t spin_until; /* io_spin_until's */
 	/* The loop's turn of s: called on the loop thread. */
 	void (*on_turn)(struct session *s, void *data);
