@@ -28,6 +28,9 @@
  *                 of the loopback), as a node scraped by Prometheus runs
  *   BENCH_IO_THREADS  the daemon's io_threads (daemon/io.h; default: its
  *                 own default), to set 1 against more in one run
+ *   BENCH_DAEMON_SESSION  0: vramd in this process's session (its kernel
+ *                 autogroup); default 1, a session of its own, as under
+ *                 systemd
  */
 #include <dirent.h>
 #include <errno.h>
@@ -254,6 +257,10 @@ int main(void)
 	int r;
 
 	bench_thread = env_int("BENCH_THREAD", 0) != 0;
+	/* vramd in a session of its own, as systemd gives it a cgroup of its
+	 * own (bench/load.c says why); BENCH_DAEMON_SESSION=0 shares this
+	 * process's, as the figures before 2026-12-02 did. */
+	harness_daemon_new_session = env_int("BENCH_DAEMON_SESSION", 1) != 0;
 	if (iters <= 0)
 		iters = 5000;
 	if (n_idle < 0 || n_idle > MAX_IDLE_POOLS)
@@ -281,10 +288,11 @@ int main(void)
 	}
 	printf("bench/rpc: vramd %s on the host backend, %d iterations per client, "
 	       "fd store %s, %d idle pools, event thread %s, metrics %s, "
-	       "reading threads %s\n\n",
+	       "reading threads %s, daemon in %s session\n\n",
 	       vram_version(), iters, store ? "on" : "off", n_idle,
 	       bench_thread ? "on" : "off", metrics ? "served" : "off",
-	       io && *io ? io : "default");
+	       io && *io ? io : "default",
+	       harness_daemon_new_session ? "its own" : "this process's");
 	printf("| %-22s | %7s | %8s | %9s | %9s | %9s | %10s | %9s |\n",
 	       "operation", "clients", "calls", "p50 us", "p99 us", "max us",
 	       "calls/s", "vramd us");

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The reading threads. Each ordinary session is read by one of io_threads
- * threads, each with its own libuv loop, so that the two system calls of
- * a request (its recvmsg and, for a ping, its answer's sendmsg) run on
- * several cores instead of all on the loop thread. Everything that knows
- * the node stays on the loop thread:
+/* The reading threads. A session whose requests are all pings (server.c:
+ * 16 in a row) is read by one of io_threads threads, each with its own
+ * libuv loop, so that the two system calls of a ping (its recvmsg and its
+ * answer's sendmsg) run on several cores instead of all on the loop
+ * thread. Everything that knows the node stays on the loop thread, and so
+ * does the reading of every session that asks for more than pings: one
+ * wake-up from its client, as before there were threads.
  *
  *   - a thread reads the session's socket, cuts frames and decodes them;
  *     a ping it answers itself, when the session has nothing queued to
@@ -11,10 +13,9 @@
  *     of the pools, so it needs neither the node nor the fd store);
  *   - at the first frame that is anything else, at the end of the input
  *     or at an error, the thread stops watching the socket and hands the
- *     session to the loop: its turn. The loop handles the request the
- *     thread decoded, reads on itself until the socket is empty, and
- *     gives the turn back (io_give); a request put off until the device
- *     settles keeps the turn on the loop until it is handled.
+ *     session back to the loop: its turn. The loop handles the request
+ *     the thread decoded and reads the session on its own poll from then
+ *     on, until the session only pings again (io_give).
  *
  * So one side at a time reads a session, its requests keep their order,
  * and its answers their order: a ping comes back on the thread only when
@@ -22,9 +23,9 @@
  * loop go out on the loop thread as before; a session's send lock
  * (session.h) keeps them and a thread's ping answer whole and in order.
  *
- * Admin sessions (lane.h) are read on the loop thread, as the lane needs.
- * A session given to a thread is held (session_hold) until the thread has
- * let go of it: io_drop, then the loop's unhold when the thread says so. */
+ * Admin sessions (lane.h) stay on the loop, as the lane needs. A session
+ * given to a thread is held (session_hold) until the thread has let go of
+ * it: io_drop, then the loop's unhold when the thread says so. */
 #ifndef VRAMD_IO_H
 #define VRAMD_IO_H
 
@@ -68,6 +69,7 @@ struct session_io {
 	char warn[160];	     /* logged at warn before it closes ("": none) */
 	int send_err;	     /* a ping's answer failed (-errno) */
 	bool queued;	     /* a ping's answer was left queued: flush */
+	unsigned pings; /* the loop's: its last requests were pings, so many */
 };
 
 struct io {
@@ -96,12 +98,12 @@ struct io {
 int io_start(struct io *io, uv_loop_t *loop, unsigned n,
 	     void (*on_turn)(struct session *s, void *data), void *data);
 
-/* Loop thread. Gives s, not read on the loop any more, to a thread,
- * which reads it from now on. */
+/* Loop thread. Gives s, not read on the loop any more, to a thread the
+ * first time: the thread reads it until it hands it back. */
 void io_adopt(struct io *io, struct session *s);
 
-/* Loop thread: the loop is done with its turn of s (it read the socket
- * empty); the thread watches it again. */
+/* Loop thread: s, adopted before and not read on the loop any more,
+ * goes back to its thread, which watches it again. */
 void io_give(struct io *io, struct session *s);
 
 /* Loop thread: s closed; its thread lets go of it and the loop then

@@ -98,7 +98,7 @@ static void server_session_close(struct server *srv, struct session *s,
 	}
 	limit_session_gone(&srv->limits, &s->acct);
 	session_close(s, why);
-	if (s->io.thread)
+	if (!s->admin_lane)
 		epoll_ctl(srv->hangup_fd, EPOLL_CTL_DEL, s->fd, NULL);
 	io_drop(&srv->io, s);
 	if (srv->store.frozen) {
@@ -175,7 +175,7 @@ static void server_reap_hangups(struct server *srv, const struct session *asking
 }
 
 static void server_read(struct server *srv, struct session *s);
-static void server_read_turn(struct server *srv, struct session *s);
+static void server_read_place(struct server *srv, struct session *s);
 
 /* On a libuv worker: waits until the device has taken back the memory
  * released so far (CUDA's release threads, HIP's check), which the loop
@@ -202,10 +202,8 @@ static void server_on_settled(uv_work_t *w, int status UNUSED)
 		server_session_close(srv, s, "request without an id");
 	vram__request__free_unpacked(req, NULL);
 	if (!s->closing && !s->broken) {
-		/* Its thread's turn again, or the loop's own poll. */
-		if (!s->io.thread)
-			session_set_reading(s, true);
-		server_read_turn(srv, s);
+		session_set_reading(s, true);
+		server_read_place(srv, s);
 	}
 	session_unhold(s);
 }
@@ -237,6 +235,7 @@ static bool server_request(struct server *srv, struct session *s,
 			return true;
 	}
 	server_answer_stateless = req->body_case == VRAM__REQUEST__BODY_PING;
+	s->io.pings = server_answer_stateless ? s->io.pings + 1 : 0;
 	int r = request_handle(srv, s, req);
 	server_answer_stateless = false;
 	vram__request__free_unpacked(req, NULL);
@@ -326,13 +325,26 @@ static void server_read(struct server *srv, struct session *s)
 	}
 }
 
-/* server_read, then, for a session a reading thread has, the turn back
- * to it, unless the session closed or put a request off. */
-static void server_read_turn(struct server *srv, struct session *s)
+/* A session whose last this many requests were all pings goes to a
+ * reading thread (io.h); its next other request brings it back. */
+#define SERVER_PINGS_TO_THREAD 16
+
+/* server_read, then the session to a reading thread if it only pings
+ * (and is not an admin's, closing, or putting a request off): the
+ * requests that need the node, and a session sending them, stay read on
+ * the loop, one wake-up from the client as before there were threads. */
+static void server_read_place(struct server *srv, struct session *s)
 {
 	server_read(srv, s);
-	if (s->io.thread && !s->closing && !s->broken && !s->parked)
+	if (s->admin_lane || s->closing || s->broken || s->parked ||
+	    s->io.pings < SERVER_PINGS_TO_THREAD)
+		return;
+	s->io.pings = 0;
+	session_set_reading(s, false);
+	if (s->io.thread)
 		io_give(&srv->io, s);
+	else
+		io_adopt(&srv->io, s);
 }
 
 /* The loop's turn of s (io.h): what its thread found, then the request it
@@ -369,6 +381,9 @@ static void server_on_turn(struct session *s, void *data)
 		server_session_close(srv, s, why);
 		return;
 	}
+	/* Read on the loop from here on, until it only pings again. */
+	sio->pings = 0;
+	session_set_reading(s, true);
 	if (!s->admin_lane)
 		lane_check(&srv->lane);
 	if (req && !server_request(srv, s, req)) {
@@ -376,7 +391,7 @@ static void server_on_turn(struct session *s, void *data)
 		return;
 	}
 	if (!s->closing && !s->broken && !s->parked)
-		server_read_turn(srv, s);
+		server_read_place(srv, s);
 }
 
 static void server_on_session_poll(uv_poll_t *h, int status, int events)
@@ -393,7 +408,7 @@ static void server_on_session_poll(uv_poll_t *h, int status, int events)
 	if (events & UV_WRITABLE)
 		session_flush(s);
 	if ((events & UV_READABLE) && !s->closing && !s->broken && !s->parked)
-		server_read(srv, s);
+		server_read_place(srv, s);
 }
 
 /* Takes an accepted connection as a session (the admin lane's when
@@ -439,14 +454,12 @@ static void server_session_add(struct server *srv, int fd, bool admin)
 			  (unsigned long long)s->id, s->who.pid, s->who.uid);
 	s->limits = &srv->limits;
 	if (!admin) {
-		/* Read by a thread from here on; the loop's poll only waits
-		 * for room to write, and the hang-up set for the peer's end. */
+		/* It may go to a reading thread later: the hang-up set
+		 * watches for the peer's end meanwhile. */
 		struct epoll_event ev = { .events = EPOLLRDHUP, .data.ptr = s };
 		if (epoll_ctl(srv->hangup_fd, EPOLL_CTL_ADD, fd, &ev) < 0)
 			log_warn("session %llu: not in the hang-up set: %s",
 				 (unsigned long long)s->id, strerror(errno));
-		session_set_reading(s, false);
-		io_adopt(&srv->io, s);
 	}
 	metrics_session_opened(&srv->metrics);
 	s->next = srv->sessions;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The reading threads (daemon/io.h): pings answered on them keep their
- * place among a session's other answers, answers left queued behind a
+/* The reading threads (daemon/io.h), which read the sessions that only
+ * ping: pings answered on them keep their place among a session's other
+ * answers, answers left queued behind a
  * full socket come out whole and in order, many clients pinging and
  * working at once, clients that go away mid-flood, and io_threads. */
 #include <dirent.h>
@@ -167,9 +168,11 @@ TEST(pings_keep_their_place_among_other_answers)
 {
 	const char *const extra[] = { "--set", "io_threads=2", NULL };
 	integ_start_args(extra);
-	/* Every third, every tenth, and one stats in a thousand pings. */
+	/* A stats every third request (the session stays on the loop),
+	 * every 40th (16 pings in a row send it to its thread, the stats
+	 * brings it back, 150 times), and one in a thousand. */
 	requests_answered_in_order(6000, 3);
-	requests_answered_in_order(6000, 10);
+	requests_answered_in_order(6000, 40);
 	requests_answered_in_order(6000, 1000);
 	integ_stop();
 }
@@ -341,9 +344,10 @@ TEST(resume_after_another_clients_close_finds_its_memory)
 		vram_pool *hog = integ_pool(trainer, "hog", "train",
 					    VRAM_POLICY_DISCARD, 0);
 		ASSERT_OK(vram_pool_reserve(hog, 24 * MiB));
-		/* Pings on both, so that both threads are busy. */
-		ASSERT_OK(vram_ping(trainer));
-		ASSERT_OK(vram_ping(engine));
+		/* Pings, so that the trainer goes to its reading thread
+		 * (16 in a row: server.c) and its close is read there. */
+		for (int k = 0; k < 20; k++)
+			ASSERT_OK(vram_ping(trainer));
 		vram_client_close(trainer); /* its pool goes with it */
 		int r = vram_resume(engine, &sel, 0, &rep);
 		if (r < 0)
