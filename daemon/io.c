@@ -31,7 +31,6 @@ struct io_thread {
 	bool running; /* tid was started */
 	uv_loop_t loop;
 	uv_async_t wake;
-	uv_idle_t spin; /* active: the loop polls (io_spin_until) */
 	struct io_queue queue; /* under io->lock */
 	bool stop;	       /* under io->lock */
 };
@@ -254,14 +253,6 @@ static void thread_apply(struct io_thread *t, struct session *s,
 		uv_poll_start(&sio->poll, UV_READABLE, thread_on_readable);
 }
 
-static void thread_spin(uv_idle_t *h)
-{
-	struct io_thread *t = h->data;
-	if (uv_hrtime() >= atomic_load_explicit(&t->io->spin_until,
-						memory_order_relaxed))
-		uv_idle_stop(h);
-}
-
 static void thread_on_wake(uv_async_t *h)
 {
 	struct io_thread *t = h->data;
@@ -271,17 +262,8 @@ static void thread_on_wake(uv_async_t *h)
 
 	while ((s = thread_pop(t, &want, &stop)))
 		thread_apply(t, s, want);
-	if (stop) {
-		if (!uv_is_closing((uv_handle_t *)&t->wake)) {
-			uv_close((uv_handle_t *)&t->spin, NULL);
-			uv_close((uv_handle_t *)&t->wake, NULL);
-		}
-		return;
-	}
-	if (!uv_is_active((uv_handle_t *)&t->spin) &&
-	    uv_hrtime() < atomic_load_explicit(&t->io->spin_until,
-					       memory_order_relaxed))
-		uv_idle_start(&t->spin, thread_spin);
+	if (stop && !uv_is_closing((uv_handle_t *)&t->wake))
+		uv_close((uv_handle_t *)&t->wake, NULL);
 }
 
 static void *thread_main(void *arg)
@@ -320,14 +302,11 @@ static int thread_start(struct io_thread *t)
 		return -ENOMEM;
 	uv_async_init(&t->loop, &t->wake, thread_on_wake);
 	t->wake.data = t;
-	uv_idle_init(&t->loop, &t->spin);
-	t->spin.data = t;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&t->tid, NULL, thread_main, t);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r != 0) {
-		uv_close((uv_handle_t *)&t->spin, NULL);
 		uv_close((uv_handle_t *)&t->wake, NULL);
 		uv_run(&t->loop, UV_RUN_DEFAULT);
 		uv_loop_close(&t->loop);
@@ -395,17 +374,6 @@ void io_drop(struct io *io UNUSED, struct session *s)
 {
 	if (s->io.thread)
 		thread_push(s->io.thread, s, WANT_DROP);
-}
-
-void io_spin_until(struct io *io, uint64_t until_ns)
-{
-	uint64_t was = atomic_exchange(&io->spin_until, until_ns);
-
-	/* A later end wakes the threads to start; an earlier one they see
-	 * themselves while they poll. */
-	if (until_ns > was)
-		for (unsigned i = 0; i < io->n; i++)
-			uv_async_send(&io->threads[i].wake);
 }
 
 void io_stop(struct io *io)

@@ -30,7 +30,6 @@
 #define VRAMD_IO_H
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <uv.h>
 
@@ -81,7 +80,6 @@ struct io {
 	bool on; /* started and not stopped */
 	pthread_mutex_t lock; /* both directions' queues */
 	struct io_queue to_loop;
-	_Atomic uint64_t spin_until; /* io_spin_until's */
 	/* The loop's turn of s: called on the loop thread. */
 	void (*on_turn)(struct session *s, void *data);
 	void *data;
@@ -109,13 +107,6 @@ void io_give(struct io *io, struct session *s);
 /* Loop thread: s closed; its thread lets go of it and the loop then
  * unholds it. No-op for a session no thread has. */
 void io_drop(struct io *io, struct session *s);
-
-/* Loop thread: the threads poll instead of sleeping until until_ns
- * (uv_hrtime), as the loop does through a transition's first
- * transition_spin_ms (docs/architecture.md, "Polling through a
- * transition"): the acks come through them. 0 or a time past: they stop
- * at their next turn. */
-void io_spin_until(struct io *io, uint64_t until_ns);
 
 /* Loop thread, every session dropped: stops and joins the threads, and
  * unholds what they let go of. Safe to call more than once. */

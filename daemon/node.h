@@ -29,11 +29,6 @@ struct node {
 	/* How long from its start a transition keeps the loop polling
 	 * (transition.h); set by the server, 0 by node_init. */
 	unsigned spin_ms;
-	/* Told the latest end (uv_hrtime) of the transitions' polling
-	 * windows whenever it changes, 0 when none polls: the server's
-	 * reading threads poll along (io.h). NULL: nobody. */
-	void (*spin_to)(void *data, uint64_t until_ns);
-	void *spin_data;
 };
 
 /* Whose pools a caller sees. Pool names are scoped by the owner's uid:

@@ -643,14 +643,6 @@ static void server_on_watchdog(uv_timer_t *h UNUSED)
 	notify_watchdog();
 }
 
-/* The transitions' polling windows (node.h): the reading threads poll
- * along. */
-static void server_spin_to(void *data, uint64_t until_ns)
-{
-	struct server *srv = data;
-	io_spin_until(&srv->io, until_ns);
-}
-
 /* What the metrics take from the server at each render. */
 static void server_gauges(void *arg, struct metrics_gauges *g)
 {
@@ -805,8 +797,6 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		return r;
 	}
 	log_info("%u reading thread(s) (io_threads)", srv->io.n);
-	srv->node.spin_to = server_spin_to;
-	srv->node.spin_data = srv;
 	char status[128];
 	snprintf(status, sizeof(status), "serving %u %s device(s)",
 		 b->n_devices, b->ops->name);
@@ -837,9 +827,7 @@ int server_run(struct server *srv)
 	/* Close every session (dropping their pools), then what is left. */
 	while (srv->sessions)
 		server_session_close(srv, srv->sessions, "daemon stopping");
-	/* Every session is dropped: the threads let go and end (and hear of
-	 * no polling window any more). */
-	srv->node.spin_to = NULL;
+	/* Every session is dropped: the threads let go and end. */
 	io_stop(&srv->io);
 	while (srv->node.n_pools)
 		node_pool_drop(&srv->node,

@@ -26,7 +26,6 @@ static void item_fail(struct transition_item *it, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 static void transition_finish(struct transition *t);
-static void transition_spin_tell(struct node *node);
 
 static void item_done(struct transition_item *it)
 {
@@ -361,34 +360,15 @@ static void transition_reply(struct transition *t)
 		free(ptrs);
 	}
 	t->timer.data = t;
-	bool spun = uv_is_active((uv_handle_t *)&t->spin);
 	uv_close((uv_handle_t *)&t->spin, transition_closed);
 	uv_close((uv_handle_t *)&t->timer, transition_closed);
-	if (spun)
-		transition_spin_tell(t->node);
-}
-
-/* Tells the node's spin_to the latest end of the polling windows still
- * open. */
-static void transition_spin_tell(struct node *node)
-{
-	uint64_t until = 0;
-
-	if (!node->spin_to)
-		return;
-	for (struct transition *t = node->transitions; t; t = t->next)
-		if (uv_is_active((uv_handle_t *)&t->spin) && t->spin_until > until)
-			until = t->spin_until;
-	node->spin_to(node->spin_data, until);
 }
 
 static void transition_spin(uv_idle_t *h)
 {
 	struct transition *t = h->data;
-	if (uv_hrtime() >= t->spin_until) {
+	if (uv_hrtime() >= t->spin_until)
 		uv_idle_stop(h);
-		transition_spin_tell(t->node);
-	}
 }
 
 /* On a libuv worker: the wait the loop must not make. */
@@ -556,8 +536,6 @@ int transition_run(struct node *node, struct session *requester,
 	}
 	t->next = node->transitions;
 	node->transitions = t;
-	if (node->spin_ms)
-		transition_spin_tell(node);
 
 	/* The items first, then the beginnings (which may finish some). */
 	for (unsigned i = 0; i < n; i++) {

@@ -229,8 +229,7 @@ static double thread_cpu_ms(void)
 
 /* A pause polls (daemon and caller) for its spin window only: waiting 1.5
  * s on a mapper that never acks costs neither the daemon nor the caller's
- * thread the CPU of the whole wait. The daemon's three reading threads
- * poll along with its loop (daemon/io.h), for the window too. */
+ * thread the CPU of the whole wait. */
 TEST(transition_polls_only_for_its_spin_window)
 {
 	const char *const extra[] = { "--host-capacity",
@@ -239,8 +238,6 @@ TEST(transition_polls_only_for_its_spin_window)
 				      "3000",
 				      "--set",
 				      "transition_spin_ms=100",
-				      "--set",
-				      "io_threads=3",
 				      NULL };
 	integ_start_args(extra);
 	setenv("VRAM_SPIN_MS", "100", 1);
@@ -256,9 +253,8 @@ TEST(transition_polls_only_for_its_spin_window)
 	ASSERT_EQ(vram_pause(ctl, &sel, 1500, NULL), -ETIMEDOUT);
 	double daemon_ms = proc_cpu_ms(integ_daemon.pid) - d0;
 	double caller_ms = thread_cpu_ms() - t0;
-	/* Polling through the whole wait would take ~1500 ms of each (of
-	 * each of the daemon's four polling threads); the window is 100 ms.
-	 * The margin is for a loaded machine. */
+	/* Polling through the whole wait would take ~1500 ms of each; the
+	 * window is 100 ms. The margin is for a loaded machine. */
 	if (daemon_ms > 600 || caller_ms > 600)
 		TEST_FAIL("a 1.5 s wait took %.0f ms of the daemon's CPU and "
 			  "%.0f ms of the caller's",
