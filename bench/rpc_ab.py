@@ -39,10 +39,10 @@ def run_once(build, bench, env_extra, iters):
     rows = {}
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 8 or not cells[1].isdigit():
+        if len(cells) < 8 or not cells[1].isdigit():
             continue
         key = "%s x%s" % (cells[0], cells[1])
-        rows[key] = dict(zip(FIELDS, map(float, cells[3:])))
+        rows[key] = dict(zip(FIELDS, map(float, cells[3:8])))
     return rows
 
 
