@@ -90,7 +90,7 @@ static void client_fork_child(void)
 			close(c->rx.fds[i]);
 		c->rx.nfds = 0;
 	}
-	registry_unlock();
+	registry_unlock_child();
 }
 
 /* Once, before the first client joins the registry. */

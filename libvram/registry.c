@@ -6,7 +6,11 @@
  *
  * Public calls enter through here: under the registry's lock a live
  * handle's in-progress counter is raised, which its close waits for, so a
- * handle is never freed under a call.
+ * handle is never freed under a call. Calls take the lock shared, as
+ * readers of the table (the counters are atomic); only adding, taking out
+ * and fork() take it alone, and a waiting writer goes first. So the
+ * calls of many threads, each on its own client, do not queue behind one
+ * another here (64 client threads of bench/rpc did, on a mutex).
  *
  * The registry is a table: it calls nothing above it. The exit and fork
  * hooks that walk it live in client.c.
@@ -20,24 +24,25 @@
 #include "pool.h"
 #include "registry.h"
 
-static pthread_mutex_t registry_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t registry_rwlock =
+	PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 static struct vram_client *registry_clients;
 static struct vram_pool *registry_pools;
 
 void registry_client_add(struct vram_client *c)
 {
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_wrlock(&registry_rwlock);
 	c->reg_next = registry_clients;
 	registry_clients = c;
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 }
 
 void registry_pool_add(struct vram_pool *p)
 {
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_wrlock(&registry_rwlock);
 	p->reg_next = registry_pools;
 	registry_pools = p;
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 }
 
 static bool registry_has_client(const struct vram_client *c)
@@ -62,12 +67,12 @@ int registry_client_enter(struct vram_client *c)
 
 	if (!c)
 		return error_set(EINVAL, "no client (NULL)");
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_rdlock(&registry_rwlock);
 	live = registry_has_client(c);
 	forked = live && c->forked;
 	if (live && !forked)
 		__atomic_add_fetch(&c->busy, 1, __ATOMIC_SEQ_CST);
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 	if (!live)
 		return error_set(EINVAL,
 				 "not an open client (closed already?)");
@@ -92,7 +97,7 @@ int registry_pool_enter(struct vram_pool *p)
 
 	if (!p)
 		return error_set(EINVAL, "no pool (NULL)");
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_rdlock(&registry_rwlock);
 	live = registry_has_pool(p);
 	forked = live && p->client->forked;
 	if (live && !forked) {
@@ -101,7 +106,7 @@ int registry_pool_enter(struct vram_pool *p)
 		__atomic_add_fetch(&p->users, 1, __ATOMIC_SEQ_CST);
 		__atomic_add_fetch(&p->client->busy, 1, __ATOMIC_SEQ_CST);
 	}
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 	if (!live)
 		return error_set(EINVAL, "not an open pool (closed already?)");
 	if (forked)
@@ -127,11 +132,11 @@ bool registry_pool_owned(uint64_t id, const char *name)
 {
 	bool owned = false;
 
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_rdlock(&registry_rwlock);
 	for (struct vram_pool *x = registry_pools; x; x = x->reg_next)
 		if (x->owner && x->id == id && strcmp(x->name, name) == 0)
 			owned = true;
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 	return owned;
 }
 
@@ -142,7 +147,7 @@ bool registry_client_take(struct vram_client *c, bool *forked)
 	*forked = false;
 	if (!c)
 		return false;
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_wrlock(&registry_rwlock);
 	for (struct vram_client **pp = &registry_clients; *pp;
 	     pp = &(*pp)->reg_next) {
 		if (*pp == c) {
@@ -165,7 +170,7 @@ bool registry_client_take(struct vram_client *c, bool *forked)
 			}
 		}
 	}
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 	return found;
 }
 
@@ -176,7 +181,7 @@ bool registry_pool_take(struct vram_pool *p, bool *forked)
 	*forked = false;
 	if (!p)
 		return false;
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_wrlock(&registry_rwlock);
 	for (struct vram_pool **pp = &registry_pools; *pp;
 	     pp = &(*pp)->reg_next) {
 		if (*pp == p) {
@@ -192,7 +197,7 @@ bool registry_pool_take(struct vram_pool *p, bool *forked)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 	return found;
 }
 
@@ -200,9 +205,9 @@ struct vram_pool *registry_any_pool(void)
 {
 	struct vram_pool *p;
 
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_rdlock(&registry_rwlock);
 	p = registry_pools;
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 	return p;
 }
 
@@ -210,20 +215,27 @@ struct vram_client *registry_any_client(void)
 {
 	struct vram_client *c;
 
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_rdlock(&registry_rwlock);
 	c = registry_clients;
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
 	return c;
 }
 
 void registry_lock(void)
 {
-	pthread_mutex_lock(&registry_mutex);
+	pthread_rwlock_wrlock(&registry_rwlock);
 }
 
 void registry_unlock(void)
 {
-	pthread_mutex_unlock(&registry_mutex);
+	pthread_rwlock_unlock(&registry_rwlock);
+}
+
+void registry_unlock_child(void)
+{
+	static const pthread_rwlock_t fresh =
+		PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+	registry_rwlock = fresh;
 }
 
 struct vram_client *registry_client_first(void)

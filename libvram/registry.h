@@ -45,9 +45,14 @@ struct vram_pool *registry_any_pool(void);
 struct vram_client *registry_any_client(void);
 
 /* Holds the registry's lock across fork(), so that the child's copy of the
- * table is whole. registry_unlock() in the parent and in the child. */
+ * table is whole. registry_unlock() in the parent, registry_unlock_child()
+ * in the child. */
 void registry_lock(void);
 void registry_unlock(void);
+/* In the child after fork(), instead of registry_unlock(): the lock is
+ * made anew, since the child's thread is not the one that took it (a
+ * reader-writer lock knows its writer by thread id). */
+void registry_unlock_child(void);
 
 /* The live clients, walked between registry_lock() and registry_unlock():
  * the first, then the one after c. Async-signal-safe. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Connecting and closing: closing NULL, twice, in any order, at exit from
  * the registry, after the daemon went away (-EPIPE), while other threads
- * wait, and in a forked child; and no fd left behind, here or in the
- * daemon.
+ * wait, in a forked child, and while other threads call; and no fd left
+ * behind, here or in the daemon.
  *
  * Against the real vramd (tests/integration/integ.h, whose integ_stop()
  * checks the daemon got every fd and byte back) wherever the daemon need
@@ -11,6 +11,7 @@
  * requests libvram sends.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -475,6 +476,55 @@ TEST(fork_child_never_touches_the_parents_session)
 	ASSERT_OK(vram_ping(c));
 	ASSERT_EQ(integ_stats(c).pools, 0);
 	vram_client_close(c);
+	integ_stop();
+}
+
+struct pinger {
+	pthread_t t;
+	vram_client *c;
+	volatile int *stop;
+	int err;
+	unsigned calls;
+};
+
+static void *pinger_run(void *arg)
+{
+	struct pinger *pg = arg;
+	while (!*pg->stop && pg->err == 0) {
+		pg->err = vram_ping(pg->c);
+		pg->calls++;
+	}
+	return NULL;
+}
+
+/* Calls on their own clients from many threads share the registry
+ * (libvram/registry.c); clients opened and closed meanwhile, which take
+ * it alone, still get their turn, and every call still answers. */
+TEST(connects_and_closes_while_other_threads_call)
+{
+	struct pinger pg[8];
+	volatile int stop = 0;
+
+	integ_start("64M");
+	for (int i = 0; i < 8; i++) {
+		pg[i] = (struct pinger){ .c = integ_connect("pinger"),
+					 .stop = &stop };
+		ASSERT_EQ(pthread_create(&pg[i].t, NULL, pinger_run, &pg[i]), 0);
+	}
+	for (int k = 0; k < 300; k++) {
+		vram_client *c = integ_connect("passing");
+		ASSERT_OK(vram_ping(c));
+		vram_client_close(c);
+		ASSERT_EQ(vram_ping(c), -EINVAL); /* a closed handle */
+	}
+	stop = 1;
+	for (int i = 0; i < 8; i++) {
+		pthread_join(pg[i].t, NULL);
+		if (pg[i].err)
+			TEST_FAIL("pinger %d: %s", i, strerror(-pg[i].err));
+		ASSERT_GT(pg[i].calls, 0);
+		vram_client_close(pg[i].c);
+	}
 	integ_stop();
 }
 
