@@ -238,8 +238,8 @@ int main(void)
 	struct harness_daemon d;
 	/* The daemon's arguments: the plain set, then what the settings
 	 * below add. */
-	const char *extra[16] = { "--log-level", "warn", "--host-capacity",
-				  "64G",	 "--set",  "max_pools=8192" };
+	const char *extra[16] = { "--log-level", "warn",  "--host-capacity",
+				  "64G",	 "--set", "max_pools=8192" };
 	unsigned n_extra = 6;
 	int metrics = env_int("BENCH_METRICS", 0);
 	const char *io = getenv("BENCH_IO_THREADS");

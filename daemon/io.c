@@ -197,9 +197,9 @@ static void thread_read(struct io_thread *t, struct session *s)
 		if (r == -EAGAIN)
 			return;
 		if (r <= 0) {
-			s->io.close = r == 0	     ? "peer closed"
-				      : r == -EPROTO ? "bad fds"
-						     : "read failed";
+			s->io.close = r == 0	   ? "peer closed" :
+				      r == -EPROTO ? "bad fds" :
+						     "read failed";
 			thread_hand(t, s);
 			return;
 		}
@@ -227,8 +227,7 @@ static void thread_on_poll_closed(uv_handle_t *h)
 	loop_push(s->io.thread->io, s, WANT_LET_GO);
 }
 
-static void thread_apply(struct io_thread *t, struct session *s,
-			 unsigned want)
+static void thread_apply(struct io_thread *t, struct session *s, unsigned want)
 {
 	struct session_io *sio = &s->io;
 

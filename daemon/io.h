@@ -63,11 +63,11 @@ struct session_io {
 	bool started;		  /* poll was initialised */
 	struct io_link to_thread, to_loop;
 	/* What the thread hands over with the turn (read by the loop then). */
-	Vram__Request *req;  /* decoded, for the loop to handle first */
-	const char *close;   /* the session must close, for this reason */
-	char warn[160];	     /* logged at warn before it closes ("": none) */
-	int send_err;	     /* a ping's answer failed (-errno) */
-	bool queued;	     /* a ping's answer was left queued: flush */
+	Vram__Request *req; /* decoded, for the loop to handle first */
+	const char *close;  /* the session must close, for this reason */
+	char warn[160];	    /* logged at warn before it closes ("": none) */
+	int send_err;	    /* a ping's answer failed (-errno) */
+	bool queued;	    /* a ping's answer was left queued: flush */
 	unsigned pings; /* the loop's: its last requests were pings, so many */
 };
 
@@ -77,7 +77,7 @@ struct io {
 	unsigned n, next;
 	uv_async_t wake; /* the loop's: sessions handed to it */
 	bool wake_on;
-	bool on; /* started and not stopped */
+	bool on;	      /* started and not stopped */
 	pthread_mutex_t lock; /* both directions' queues */
 	struct io_queue to_loop;
 	/* The loop's turn of s: called on the loop thread. */

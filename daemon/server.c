@@ -154,7 +154,8 @@ static void server_on_broken(struct session *s)
  * so without this a resume could fail for memory that a client had
  * given back by closing before the resume was sent. What such a session
  * still had unread goes with it, as with any peer that is gone. */
-static void server_reap_hangups(struct server *srv, const struct session *asking)
+static void server_reap_hangups(struct server *srv,
+				const struct session *asking)
 {
 	struct epoll_event ev[64];
 	int n;
@@ -376,7 +377,8 @@ static void server_on_turn(struct session *s, void *data)
 	if (why) {
 		if (sio->warn[0])
 			log_warn("session %llu (pid %u): %s",
-				 (unsigned long long)s->id, s->who.pid, sio->warn);
+				 (unsigned long long)s->id, s->who.pid,
+				 sio->warn);
 		sio->warn[0] = '\0';
 		server_session_close(srv, s, why);
 		return;

@@ -26,7 +26,8 @@ static void session_watch(struct session *s)
 	pthread_mutex_lock(&s->send_lock);
 	bool queued = s->tx.head != NULL;
 	pthread_mutex_unlock(&s->send_lock);
-	int events = (s->reading ? UV_READABLE : 0) | (queued ? UV_WRITABLE : 0);
+	int events =
+		(s->reading ? UV_READABLE : 0) | (queued ? UV_WRITABLE : 0);
 
 	if (s->closing || s->broken || s->poll_events == events)
 		return;

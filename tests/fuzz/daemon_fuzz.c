@@ -177,8 +177,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* The session's end is read on a reading thread (daemon/io.h) and
 	 * reaches the loop through its queue: wait until it was accepted
 	 * and is gone (bounded). */
-	for (unsigned i = 0; i < 20000 && (fuzz_srv.n_sessions ||
-					    fuzz_srv.next_session_id == accepted);
+	for (unsigned i = 0;
+	     i < 20000 &&
+	     (fuzz_srv.n_sessions || fuzz_srv.next_session_id == accepted);
 	     i++) {
 		fuzz_spin(fd, 1);
 		usleep(50);

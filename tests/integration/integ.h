@@ -252,9 +252,9 @@ static inline void integ_wait_signal(int fd)
 static inline int integ_raw_connect(bool nonblock)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
-					 (nonblock ? SOCK_NONBLOCK : 0),
-			0);
+	int fd = socket(
+		AF_UNIX,
+		SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
 	if (fd < 0)
 		return -1;
 	if (strlen(integ_daemon.socket) >= sizeof(a.sun_path)) {

@@ -93,8 +93,8 @@ static unsigned raw_read_answers(int fd, const uint32_t *ids, unsigned n)
 				TEST_FAIL("answer %u: id %llu, want %u", got,
 					  (unsigned long long)id, ids[got]);
 			if (k < h[1] && m[k] == 0x10)
-				TEST_FAIL("answer %u (id %u) carries an error", got,
-					  ids[got]);
+				TEST_FAIL("answer %u (id %u) carries an error",
+					  got, ids[got]);
 			got++;
 			at += 12 + h[1];
 		}
@@ -145,9 +145,9 @@ static void requests_answered_in_order(unsigned n, unsigned stats_every)
 	for (unsigned i = 0; i < n; i++) {
 		uint8_t p[16];
 		ids[i] = 2 + i;
-		size_t len = stats_every && i % stats_every == stats_every - 1
-				     ? raw_stats(p, ids[i])
-				     : raw_ping(p, ids[i]);
+		size_t len = stats_every && i % stats_every == stats_every - 1 ?
+				     raw_stats(p, ids[i]) :
+				     raw_ping(p, ids[i]);
 		raw_frame(buf, &off, p, len);
 	}
 	int fd = integ_raw_connect(false);
@@ -245,7 +245,8 @@ static void *worker_run(void *arg)
 		if (w->err == 0)
 			memset(a, w->index + round, MiB);
 		struct vram_report rep = VRAM_REPORT_INIT;
-		struct vram_selector sel = { .size = sizeof(sel), .name = name };
+		struct vram_selector sel = { .size = sizeof(sel),
+					     .name = name };
 		if (w->err == 0)
 			w->err = vram_ping(c);
 		if (w->err == 0)
@@ -333,8 +334,8 @@ TEST(resume_after_another_clients_close_finds_its_memory)
 				      "io_threads=4", NULL };
 	integ_start_args(extra);
 	vram_client *engine = integ_connect("engine");
-	vram_pool *kv = integ_pool(engine, "kv", "kv_cache",
-				   VRAM_POLICY_DISCARD, 0);
+	vram_pool *kv =
+		integ_pool(engine, "kv", "kv_cache", VRAM_POLICY_DISCARD, 0);
 	ASSERT_OK(vram_pool_reserve(kv, 24 * MiB));
 	struct vram_selector sel = { .size = sizeof(sel), .tag = "kv_cache" };
 	for (int round = 0; round < 200; round++) {
@@ -400,7 +401,9 @@ TEST(io_threads_sets_the_reading_threads)
 	const char *const dflt[] = { "--set", "io_threads=0", NULL };
 	integ_start_args(dflt);
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	unsigned want = cpus / 4 < 1 ? 1 : cpus / 4 > 4 ? 4 : (unsigned)(cpus / 4);
+	unsigned want = cpus / 4 < 1 ? 1 :
+			cpus / 4 > 4 ? 4 :
+				       (unsigned)(cpus / 4);
 	ASSERT_EQ(reading_threads(integ_daemon.pid), want);
 	integ_stop();
 

@@ -509,7 +509,8 @@ TEST(connects_and_closes_while_other_threads_call)
 	for (int i = 0; i < 8; i++) {
 		pg[i] = (struct pinger){ .c = integ_connect("pinger"),
 					 .stop = &stop };
-		ASSERT_EQ(pthread_create(&pg[i].t, NULL, pinger_run, &pg[i]), 0);
+		ASSERT_EQ(pthread_create(&pg[i].t, NULL, pinger_run, &pg[i]),
+			  0);
 	}
 	for (int k = 0; k < 300; k++) {
 		vram_client *c = integ_connect("passing");
