@@ -346,6 +346,8 @@ static void server_read_place(struct server *srv, struct session *s)
 		io_give(&srv->io, s);
 	else
 		io_adopt(&srv->io, s);
+	log_debug("session %llu (pid %u) only pings: read on a reading thread",
+		  (unsigned long long)s->id, s->who.pid);
 }
 
 /* The loop's turn of s (io.h): what its thread found, then the request it
@@ -384,6 +386,8 @@ static void server_on_turn(struct session *s, void *data)
 		return;
 	}
 	/* Read on the loop from here on, until it only pings again. */
+	log_debug("session %llu (pid %u) read on the loop again",
+		  (unsigned long long)s->id, s->who.pid);
 	sio->pings = 0;
 	session_set_reading(s, true);
 	if (!s->admin_lane)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 """Writes tests/fuzz/corpus/daemon: one seed per request type (and a few
-sequences), in daemon_fuzz.c's record format. Protobuf is encoded by hand
+sequences, some read on a reading thread), in daemon_fuzz.c's record format. Protobuf is encoded by hand
 here (field numbers from proto/vram.proto) so that no generator is needed.
 Run it again after adding a request type."""
 import os
@@ -77,6 +77,17 @@ seeds = {
     "second_hello": rec(req(2, 10, f_int(1, 1))),
     "bad_name": rec(req(2, 11, f_str(1, b"\xff\xfe"))),
 }
+# 20 pings send the session to a reading thread (daemon/server.c: 16 in
+# a row), so that what follows is read there: the hand-over at a request,
+# and the thread's own errors.
+pings = b"".join(rec(req(2 + i, 21, b"")) for i in range(20))
+seeds.update({
+    "pings_then_stats": pings + rec(req(30, 19, b"")) + pings,
+    "pings_then_garbage": pings + rec(b"VRAM\xff\xff\xff\xff\x00\x00\x00\x00", flags=1),
+    "pings_then_fd": pings + rec(req(30, 21, b""), flags=2),
+    "pings_then_undecodable": pings + rec(b"\xff\xff\xff"),
+    "pings_then_pause_resume": pings + rec(create) + rec(grow) + rec(pause) + rec(resume),
+})
 out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus", "daemon")
 os.makedirs(out, exist_ok=True)
 for name, data in seeds.items():

@@ -36,22 +36,6 @@ static void raw_flood_stats(int fd, unsigned n)
 	free(buf);
 }
 
-/* Reads until the daemon closes fd: true when it did within ms. */
-static bool raw_closed_by_daemon(int fd, int ms)
-{
-	char buf[65536];
-	int64_t end = harness_now_ms() + ms;
-	for (;;) {
-		int64_t left = end - harness_now_ms();
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return false;
-		ssize_t n = read(fd, buf, sizeof(buf));
-		if (n == 0 || (n < 0 && errno == ECONNRESET))
-			return true;
-	}
-}
-
 static unsigned count_in(const char *hay, const char *needle)
 {
 	unsigned n = 0;
@@ -203,7 +187,7 @@ TEST(hello_has_a_deadline)
 	int mute = integ_raw_connect(false), talker = integ_raw_connect(false);
 	ASSERT(mute >= 0 && talker >= 0);
 	integ_raw_hello(talker);
-	ASSERT(raw_closed_by_daemon(mute, 10000));
+	ASSERT(integ_raw_closed(mute, 10000));
 	/* The talker got its hello reply and nothing closes it. */
 	vram_client *c = integ_connect("watcher");
 	ASSERT_EQ(integ_stats(c).sessions, 2);
@@ -227,8 +211,8 @@ TEST(slow_readers_are_dropped_at_the_global_queue_cap)
 	/* 40,000 stats replies are some 6 MiB each. */
 	raw_flood_stats(a, 40000);
 	raw_flood_stats(b, 40000);
-	ASSERT(raw_closed_by_daemon(a, 10000));
-	ASSERT(raw_closed_by_daemon(b, 10000));
+	ASSERT(integ_raw_closed(a, 10000));
+	ASSERT(integ_raw_closed(b, 10000));
 	close(a);
 	close(b);
 	vram_client *c = integ_connect("served");
@@ -535,7 +519,7 @@ TEST(stray_resume_progress_makes_nothing)
 	for (unsigned id = 1; id < 64; id++)
 		for (unsigned k = 0; k < 8; k++)
 			raw_progress(fd, (uint8_t)id, (uint8_t)(k * 16));
-	ASSERT(!raw_closed_by_daemon(fd, 200));
+	ASSERT(!integ_raw_closed(fd, 200));
 	ASSERT_UEQ(integ_stats(c).used_bytes, paused);
 
 	ASSERT_OK(vram_pool_resume(w, NULL));

@@ -5,6 +5,7 @@
 #ifndef VRAM_INTEG_H
 #define VRAM_INTEG_H
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -284,6 +285,22 @@ static inline void integ_raw_hello(int fd)
 {
 	static const uint8_t hello[] = { 0x08, 0x01, 0x52, 0x02, 0x08, 0x01 };
 	integ_raw_send(fd, hello, sizeof(hello));
+}
+
+/* Reads until the daemon closes fd: true when it did within ms. */
+static inline bool integ_raw_closed(int fd, int ms)
+{
+	char buf[65536];
+	int64_t end = harness_now_ms() + ms;
+	for (;;) {
+		int64_t left = end - harness_now_ms();
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			return false;
+		ssize_t n = read(fd, buf, sizeof(buf));
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			return true;
+	}
 }
 
 #endif

@@ -3,8 +3,10 @@
  * ping: pings answered on them keep their place among a session's other
  * answers, answers left queued behind a
  * full socket come out whole and in order, many clients pinging and
- * working at once, clients that go away mid-flood, and io_threads. */
+ * working at once, clients that go away mid-flood, bad frames read on a
+ * thread, and io_threads. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 
@@ -357,6 +359,88 @@ TEST(resume_after_another_clients_close_finds_its_memory)
 	}
 	vram_pool_close(kv);
 	vram_client_close(engine);
+	integ_stop();
+}
+
+/* Sends one frame of payload p with fd attached (SCM_RIGHTS). */
+static void raw_send_with_fd(int fd, const uint8_t *p, size_t len, int extra)
+{
+	uint8_t hdr[12];
+	uint32_t h[3] = { 0x4d415256u, (uint32_t)len, 1 };
+	struct iovec v[2] = { { hdr, sizeof(hdr) }, { (void *)p, len } };
+	union {
+		struct cmsghdr h;
+		char c[CMSG_SPACE(sizeof(int))];
+	} ctl;
+	struct msghdr m = { .msg_iov = v,
+			    .msg_iovlen = 2,
+			    .msg_control = ctl.c,
+			    .msg_controllen = sizeof(ctl.c) };
+
+	memcpy(hdr, h, sizeof(hdr));
+	memset(&ctl, 0, sizeof(ctl));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &extra, sizeof(int));
+	ASSERT_EQ(sendmsg(fd, &m, MSG_NOSIGNAL), (ssize_t)(sizeof(hdr) + len));
+}
+
+/* What a reading thread finds wrong closes that session, with the
+ * reason in the log, as the loop's own reading does; the daemon serves
+ * on and holds nothing of it. Each session first pings 20 times, so that
+ * the bad frame is read on its thread. */
+TEST(bad_frames_read_on_a_thread_close_that_session)
+{
+	static const uint8_t undecodable[] = { 0xff, 0xff, 0xff };
+	static const uint8_t bad_magic[] = { 'V', 'R', 'A', 'X', 1, 0, 0, 0,
+					     0, 0, 0, 0, 0 };
+	static const char *const why[] = { "1 unexpected fds",
+					   "undecodable request",
+					   "malformed frame" };
+	uint32_t ids[20];
+
+	integ_start("64M");
+	for (int k = 0; k < 3; k++) {
+		int fd = integ_raw_connect(false);
+		ASSERT(fd >= 0);
+		integ_raw_hello(fd);
+		uint8_t buf[20 * 24];
+		size_t off = 0;
+		ids[0] = 1;
+		ASSERT_EQ(raw_read_answers(fd, ids, 1), 1);
+		for (unsigned i = 0; i < 20; i++) {
+			uint8_t p[16];
+			ids[i] = 2 + i;
+			raw_frame(buf, &off, p, raw_ping(p, ids[i]));
+		}
+		raw_write_all(fd, buf, off);
+		ASSERT_EQ(raw_read_answers(fd, ids, 20), 20);
+		if (k == 0) {
+			uint8_t p[16];
+			int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			ASSERT(null >= 0);
+			raw_send_with_fd(fd, p, raw_ping(p, 30), null);
+			close(null);
+		} else if (k == 1) {
+			off = 0;
+			raw_frame(buf, &off, undecodable, sizeof(undecodable));
+			raw_write_all(fd, buf, off);
+		} else {
+			raw_write_all(fd, bad_magic, sizeof(bad_magic));
+		}
+		ASSERT(integ_raw_closed(fd, 5000));
+		close(fd);
+		const char *log = harness_daemon_log(&integ_daemon);
+		if (!strstr(log, why[k]))
+			TEST_FAIL("no \"%s\" in the log", why[k]);
+	}
+	ASSERT(strstr(harness_daemon_log(&integ_daemon),
+		      "only pings: read on a reading thread") != NULL);
+	vram_client *c = integ_connect("after");
+	ASSERT_OK(vram_ping(c));
+	vram_client_close(c);
 	integ_stop();
 }
 
