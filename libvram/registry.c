@@ -233,9 +233,14 @@ void registry_unlock(void)
 
 void registry_unlock_child(void)
 {
-	static const pthread_rwlock_t fresh =
-		PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
-	registry_rwlock = fresh;
+	pthread_rwlockattr_t a;
+
+	/* As the static initialiser makes it: writers first. */
+	pthread_rwlockattr_init(&a);
+	pthread_rwlockattr_setkind_np(
+		&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&registry_rwlock, &a);
+	pthread_rwlockattr_destroy(&a);
 }
 
 struct vram_client *registry_client_first(void)

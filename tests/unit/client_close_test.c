@@ -482,7 +482,7 @@ TEST(fork_child_never_touches_the_parents_session)
 struct pinger {
 	pthread_t t;
 	vram_client *c;
-	volatile int *stop;
+	int *stop; /* atomic */
 	int err;
 	unsigned calls;
 };
@@ -490,7 +490,7 @@ struct pinger {
 static void *pinger_run(void *arg)
 {
 	struct pinger *pg = arg;
-	while (!*pg->stop && pg->err == 0) {
+	while (!__atomic_load_n(pg->stop, __ATOMIC_RELAXED) && pg->err == 0) {
 		pg->err = vram_ping(pg->c);
 		pg->calls++;
 	}
@@ -503,7 +503,7 @@ static void *pinger_run(void *arg)
 TEST(connects_and_closes_while_other_threads_call)
 {
 	struct pinger pg[8];
-	volatile int stop = 0;
+	int stop = 0;
 
 	integ_start("64M");
 	for (int i = 0; i < 8; i++) {
@@ -518,7 +518,7 @@ TEST(connects_and_closes_while_other_threads_call)
 		vram_client_close(c);
 		ASSERT_EQ(vram_ping(c), -EINVAL); /* a closed handle */
 	}
-	stop = 1;
+	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
 	for (int i = 0; i < 8; i++) {
 		pthread_join(pg[i].t, NULL);
 		if (pg[i].err)
