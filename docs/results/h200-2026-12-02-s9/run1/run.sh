@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 1 (HEAD): the restore's copy shapes, the copy sweep
 # (the pinned limit in the same run), the C GPU tests, the 1 GiB pair in
 # three rounds and the 64-client ping. Each writes into $OUT as it goes.

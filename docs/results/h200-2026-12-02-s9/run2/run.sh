@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 2: the reading threads (daemon/io.h) against the
 # last build without them (build-old, 5802688): the 64-client ping, the
 # 1 GiB discard pair; the C GPU tests; the restore's copy with a long gap

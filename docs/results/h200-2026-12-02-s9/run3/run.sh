@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 3: reading threads for the sessions that only ping
 # (server.c's placement) against 5802688 (build-old): the 1 GiB discard
 # pair, the 64-client ping with the daemon in its own session and in the

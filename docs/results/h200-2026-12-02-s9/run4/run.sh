@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 4: the side-by-side (bench/compare.py without the
 # sweeps) at HEAD, libvram's debug log on for the restores' copies and gaps.
 export VRAMD_BIN=$PWD/build/vramd VRAMCTL_BIN=$PWD/build/vramctl VRAM_BUILD=$PWD/build

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 5 (HEAD): the 1 GiB discard pair again, five
 # rounds in turns: the floor, 5802688 (build-old), HEAD, HEAD with one
 # reading thread; the 64-client ping with the clients' CPU; torch_test.py.

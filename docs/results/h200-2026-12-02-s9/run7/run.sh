@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 7 (HEAD): bench/compare.py's sweeps (size 1-128
 # GiB, allocation count 1-4096, mappers 1-8), three cycles a point, each
 # sweep its own invocation so that one cut short leaves the others;

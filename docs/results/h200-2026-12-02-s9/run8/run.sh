@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 8: libvram's registry under a reader-writer lock
 # (build/) against the same tree with its mutex (build-head/, f7b8170),
 # both with HEAD's daemon: the 64-client ping, three rounds in turns, at

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 9, device run 9 (HEAD, after the registry's reader-writer lock):
 # the C GPU cases and the CUDA unit tests, then torch_test.py.
 export VRAMD_BIN=$PWD/build/vramd VRAMCTL_BIN=$PWD/build/vramctl VRAM_BUILD=$PWD/build
