@@ -21,9 +21,6 @@
 #define WANT_TURN 1u   /* the loop's turn: handle what was handed over */
 #define WANT_LET_GO 2u /* the thread let go: unhold it */
 
-/* Bounded work per wake-up, as on the loop (server.c). */
-#define IO_READ_ROUNDS 16
-
 struct io_thread {
 	struct io *io;
 	unsigned index;
@@ -197,9 +194,7 @@ static void thread_read(struct io_thread *t, struct session *s)
 		if (r == -EAGAIN)
 			return;
 		if (r <= 0) {
-			s->io.close = r == 0	   ? "peer closed" :
-				      r == -EPROTO ? "bad fds" :
-						     "read failed";
+			s->io.close = io_read_ended(r);
 			thread_hand(t, s);
 			return;
 		}
@@ -323,7 +318,6 @@ int io_start(struct io *io, uv_loop_t *loop, unsigned n,
 	int r;
 
 	memset(io, 0, sizeof(*io));
-	io->loop = loop;
 	io->on_turn = on_turn;
 	io->data = data;
 	pthread_mutex_init(&io->lock, NULL);
@@ -333,7 +327,6 @@ int io_start(struct io *io, uv_loop_t *loop, unsigned n,
 		return r;
 	}
 	io->wake.data = io;
-	io->wake_on = true;
 	io->on = true;
 	if (n == 0)
 		n = 1;
@@ -396,11 +389,8 @@ void io_stop(struct io *io)
 		t->running = false;
 	}
 	/* What the threads let go of last. */
-	if (io->wake_on) {
-		io_on_wake(&io->wake);
-		uv_close((uv_handle_t *)&io->wake, NULL);
-		io->wake_on = false;
-	}
+	io_on_wake(&io->wake);
+	uv_close((uv_handle_t *)&io->wake, NULL);
 	free(io->threads);
 	io->threads = NULL;
 	io->n = 0;

@@ -29,6 +29,7 @@
 #ifndef VRAMD_IO_H
 #define VRAMD_IO_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <uv.h>
@@ -72,12 +73,10 @@ struct session_io {
 };
 
 struct io {
-	uv_loop_t *loop;
 	struct io_thread *threads;
 	unsigned n, next;
-	uv_async_t wake; /* the loop's: sessions handed to it */
-	bool wake_on;
-	bool on;	      /* started and not stopped */
+	uv_async_t wake;      /* the loop's: sessions handed to it */
+	bool on;	      /* wake made, and not stopped */
 	pthread_mutex_t lock; /* both directions' queues */
 	struct io_queue to_loop;
 	/* The loop's turn of s: called on the loop thread. */
@@ -90,6 +89,19 @@ struct io {
  * stops (the next read would only say EAGAIN; the poll is level-triggered),
  * one recvmsg per request, not two. */
 #define IO_SHORT_READ 4096
+
+/* The most reads of one session per wake-up, on a thread as on the loop:
+ * one busy client cannot starve the others. */
+#define IO_READ_ROUNDS 16
+
+/* Why a read's result r (wire_rx_read: 0 or -errno, not -EAGAIN) ends the
+ * session: the close reason, for the loop and the threads alike. */
+static inline const char *io_read_ended(int r)
+{
+	return r == 0	    ? "peer closed" :
+	       r == -EPROTO ? "bad fds" :
+			      "read failed";
+}
 
 /* Starts n threads (0 counts as 1) for loop. Returns 0 or -errno, with
  * nothing left started. */

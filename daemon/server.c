@@ -308,17 +308,12 @@ static void server_read(struct server *srv, struct session *s)
 	 * After a short read the socket was empty: the next read would only
 	 * say EAGAIN, and libuv's poll is level-triggered, so whatever comes
 	 * meanwhile wakes the loop again. One recvmsg per request, not two. */
-	for (int round = 0; round < 16; round++) {
+	for (int round = 0; round < IO_READ_ROUNDS; round++) {
 		int r = wire_rx_read(&s->rx, s->fd);
 		if (r == -EAGAIN)
 			return;
-		if (r == 0) {
-			server_session_close(srv, s, "peer closed");
-			return;
-		}
-		if (r < 0) {
-			server_session_close(srv, s, r == -EPROTO ? "bad fds"
-								 : "read failed");
+		if (r <= 0) {
+			server_session_close(srv, s, io_read_ended(r));
 			return;
 		}
 		if (!server_frames(srv, s) || r < IO_SHORT_READ)
