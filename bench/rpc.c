@@ -27,8 +27,16 @@
  *                 the answers come through the hand-over of the reader
  *   BENCH_METRICS 1: the daemon serves its metrics over HTTP (on a port
  *                 of the loopback), as a node scraped by Prometheus runs
+ *   BENCH_WARMUP  calls each client makes before the timed ones, not
+ *                 counted (default 32): a session that has only pinged
+ *                 16 times is read on the loop thread until then
+ *                 (daemon/io.h), and the figures are of the steady
+ *                 state; 0 counts a new session's first calls too
  *   BENCH_IO_THREADS  the daemon's io_threads (daemon/io.h; default: its
  *                 own default), to set 1 against more in one run
+ *   BENCH_IO_POLL_US  the daemon's io_poll_us (daemon/io.h): how long a
+ *                 reading thread polls after a frame before it sleeps;
+ *                 VRAM_CALL_SPIN_US is the clients' side of the same
  *   BENCH_DAEMON_SESSION  0: vramd in this process's session (its kernel
  *                 autogroup); default 1, a session of its own, as under
  *                 systemd
@@ -54,6 +62,7 @@ struct worker {
 	int index;
 	int mode; /* 0 ping, 1 pause+resume */
 	int iters;
+	int warmup; /* calls made before the start, not counted */
 	bool with_thread;
 	double *lat_us;
 	int err;
@@ -130,6 +139,15 @@ static int pool_make(vram_client *c, const char *name, vram_pool **p)
 	return r;
 }
 
+/* One call of the worker's mode. */
+static int worker_call(struct worker *w, vram_client *c, vram_pool *p)
+{
+	if (w->mode == 0)
+		return vram_ping(c);
+	int r = vram_pool_pause(p, NULL);
+	return r == 0 ? vram_pool_resume(p, NULL) : r;
+}
+
 static void *worker_run(void *arg)
 {
 	struct worker *w = arg;
@@ -150,17 +168,15 @@ static void *worker_run(void *arg)
 		if (r < 0)
 			goto fail;
 	}
+	for (int i = 0; i < w->warmup && r == 0; i++)
+		r = worker_call(w, c, p);
+	if (r < 0)
+		goto fail;
 	pthread_barrier_wait(w->start);
 	started = true;
 	for (int i = 0; i < w->iters; i++) {
 		double t0 = now_us();
-		if (w->mode == 0) {
-			r = vram_ping(c);
-		} else {
-			r = vram_pool_pause(p, NULL);
-			if (r == 0)
-				r = vram_pool_resume(p, NULL);
-		}
+		r = worker_call(w, c, p);
 		if (r < 0)
 			goto fail;
 		w->lat_us[i] = now_us() - t0;
@@ -182,6 +198,7 @@ fail:
 
 /* Runs n clients for iters each; prints one table row. */
 static bool bench_thread;
+static int bench_warmup;
 
 static int run(pid_t daemon, const char *what, int mode, int n, int iters)
 {
@@ -197,6 +214,7 @@ static int run(pid_t daemon, const char *what, int mode, int n, int iters)
 		w[i] = (struct worker){ .index = i,
 					.mode = mode,
 					.iters = iters,
+					.warmup = bench_warmup,
 					.with_thread = bench_thread,
 					.lat_us = all + (size_t)i * iters,
 					.start = &start };
@@ -243,7 +261,8 @@ int main(void)
 	unsigned n_extra = 6;
 	int metrics = env_int("BENCH_METRICS", 0);
 	const char *io = getenv("BENCH_IO_THREADS");
-	char io_set[32];
+	const char *io_poll = getenv("BENCH_IO_POLL_US");
+	char io_set[32], io_poll_set[32];
 	if (metrics) {
 		extra[n_extra++] = "--metrics-listen";
 		extra[n_extra++] = "127.0.0.1:0";
@@ -252,6 +271,12 @@ int main(void)
 		snprintf(io_set, sizeof(io_set), "io_threads=%s", io);
 		extra[n_extra++] = "--set";
 		extra[n_extra++] = io_set;
+	}
+	if (io_poll && *io_poll) {
+		snprintf(io_poll_set, sizeof(io_poll_set), "io_poll_us=%s",
+			 io_poll);
+		extra[n_extra++] = "--set";
+		extra[n_extra++] = io_poll_set;
 	}
 	extra[n_extra] = NULL;
 	int iters = env_int("BENCH_ITERS", 5000);
@@ -267,6 +292,9 @@ int main(void)
 	int r;
 
 	bench_thread = env_int("BENCH_THREAD", 0) != 0;
+	bench_warmup = env_int("BENCH_WARMUP", 32);
+	if (bench_warmup < 0)
+		bench_warmup = 0;
 	/* vramd in a session of its own, as systemd gives it a cgroup of its
 	 * own (bench/load.c says why); BENCH_DAEMON_SESSION=0 shares this
 	 * process's, as the figures before 2026-12-02 did. */
@@ -296,11 +324,12 @@ int main(void)
 			return 1;
 		}
 	}
-	printf("bench/rpc: vramd %s on the host backend, %d iterations per client, "
+	printf("bench/rpc: vramd %s on the host backend, %d iterations per client "
+	       "after %d uncounted, "
 	       "fd store %s, %d idle pools, event thread %s, metrics %s, "
 	       "reading threads %s, daemon in %s session\n\n",
-	       vram_version(), iters, store ? "on" : "off", n_idle,
-	       bench_thread ? "on" : "off", metrics ? "served" : "off",
+	       vram_version(), iters, bench_warmup, store ? "on" : "off",
+	       n_idle, bench_thread ? "on" : "off", metrics ? "served" : "off",
 	       io && *io ? io : "default",
 	       harness_daemon_new_session ? "its own" : "this process's");
 	printf("| %-22s | %7s | %8s | %9s | %9s | %9s | %10s | %9s | %10s |\n",

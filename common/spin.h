@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* How long a pause or resume polls instead of sleeping, by default: the
- * daemon's transition_spin_ms and libvram's VRAM_SPIN_MS (docs/
- * architecture.md, "Polling through a transition"). Header only, like
- * env.h: each side compiles its own copy.
+/* How long a wait polls instead of sleeping, by default: the daemon's
+ * transition_spin_ms and libvram's VRAM_SPIN_MS for a pause or resume
+ * (docs/architecture.md, "Polling through a transition"), and the
+ * shorter windows of every other call and of the reading threads. Header
+ * only, like env.h: each side compiles its own copy.
  */
 #ifndef VRAM_COMMON_SPIN_H
 #define VRAM_COMMON_SPIN_H
@@ -15,6 +16,21 @@
 static inline unsigned spin_default_ms(void)
 {
 	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 50 : 0;
+}
+
+/* How long any other call's wait (libvram's VRAM_CALL_SPIN_US) and a
+ * reading thread after a frame (the daemon's io_poll_us) poll instead of
+ * sleeping, by default, in microseconds: long enough for a ping's answer
+ * or a busy client's next frame, and with the same rule for small
+ * machines (docs/architecture.md, "Reading threads"). */
+static inline unsigned spin_call_default_us(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 100 : 0;
+}
+
+static inline unsigned spin_io_default_us(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 200 : 0;
 }
 
 #endif

@@ -23,6 +23,7 @@ void config_defaults(struct config *cfg)
 	cfg->log_level = LOG_INFO;
 	cfg->ack_timeout_ms = 10000;
 	cfg->transition_spin_ms = CONFIG_SPIN_AUTO;
+	cfg->io_poll_us = CONFIG_SPIN_AUTO;
 	/* A grow is one chunk (docs/gpu.md, "Chunks sized to the work"): the
 	 * cap is past any device's memory. */
 	cfg->chunk_max = 256ull << 30;
@@ -50,6 +51,13 @@ unsigned config_spin_ms(const struct config *cfg)
 	if (cfg->transition_spin_ms != CONFIG_SPIN_AUTO)
 		return cfg->transition_spin_ms;
 	return spin_default_ms();
+}
+
+unsigned config_io_poll_us(const struct config *cfg)
+{
+	if (cfg->io_poll_us != CONFIG_SPIN_AUTO)
+		return cfg->io_poll_us;
+	return spin_io_default_us();
 }
 
 unsigned config_io_threads(const struct config *cfg)
@@ -201,6 +209,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return parse_uint(value, 0, 1000, &cfg->transition_spin_ms);
 	if (strcmp(key, "io_threads") == 0)
 		return parse_uint(value, 0, 64, &cfg->io_threads);
+	if (strcmp(key, "io_poll_us") == 0)
+		return parse_uint(value, 0, 1000000, &cfg->io_poll_us);
 	if (strcmp(key, "max_sessions") == 0)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions);
 	if (strcmp(key, "max_pools") == 0)

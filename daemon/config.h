@@ -36,6 +36,10 @@ struct config {
 	unsigned transition_spin_ms;
 	/* Threads that read the sessions (daemon/io.h; 0: io_threads_default). */
 	unsigned io_threads;
+	/* For this long after a reading thread last read a frame it polls
+	 * its sockets instead of sleeping (daemon/io.h; 0: never;
+	 * CONFIG_SPIN_AUTO: spin_io_default_us(), common/spin.h). */
+	unsigned io_poll_us;
 	uint64_t chunk_max;
 	unsigned max_sessions;
 	unsigned max_pools;
@@ -66,6 +70,9 @@ void config_defaults(struct config *cfg);
 /* transition_spin_ms as it applies on this machine (CONFIG_SPIN_AUTO
  * resolved). */
 unsigned config_spin_ms(const struct config *cfg);
+
+/* io_poll_us as it applies on this machine (CONFIG_SPIN_AUTO resolved). */
+unsigned config_io_poll_us(const struct config *cfg);
 
 /* io_threads as it applies on this machine (0 resolved). */
 unsigned config_io_threads(const struct config *cfg);

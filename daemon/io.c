@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "session.h"
 #include "wire.h"
 
@@ -28,6 +29,7 @@ struct io_thread {
 	bool running; /* tid was started */
 	uv_loop_t loop;
 	uv_async_t wake;
+	int64_t read_ns;       /* when it last read a frame (its own) */
 	struct io_queue queue; /* under io->lock */
 	bool stop;	       /* under io->lock */
 };
@@ -198,6 +200,8 @@ static void thread_read(struct io_thread *t, struct session *s)
 			thread_hand(t, s);
 			return;
 		}
+		if (t->io->poll_ns)
+			t->read_ns = clock_now_ns();
 		if (!thread_frames(t, s) || r < IO_SHORT_READ)
 			return;
 	}
@@ -260,11 +264,19 @@ static void thread_on_wake(uv_async_t *h)
 		uv_close((uv_handle_t *)&t->wake, NULL);
 }
 
+/* Runs t's loop until it stops: while a frame was read within the poll
+ * window, one look at the sockets at a time without sleeping, so that
+ * the next frame of a busy client finds the thread awake. */
 static void *thread_main(void *arg)
 {
 	struct io_thread *t = arg;
+	int64_t window = t->io->poll_ns;
 
-	uv_run(&t->loop, UV_RUN_DEFAULT);
+	for (;;) {
+		bool polling = window && clock_now_ns() - t->read_ns < window;
+		if (!uv_run(&t->loop, polling ? UV_RUN_NOWAIT : UV_RUN_ONCE))
+			break;
+	}
 	return NULL;
 }
 
@@ -312,12 +324,13 @@ static int thread_start(struct io_thread *t)
 	return 0;
 }
 
-int io_start(struct io *io, uv_loop_t *loop, unsigned n,
+int io_start(struct io *io, uv_loop_t *loop, unsigned n, unsigned poll_us,
 	     void (*on_turn)(struct session *s, void *data), void *data)
 {
 	int r;
 
 	memset(io, 0, sizeof(*io));
+	io->poll_ns = (int64_t)poll_us * 1000;
 	io->on_turn = on_turn;
 	io->data = data;
 	pthread_mutex_init(&io->lock, NULL);

@@ -75,6 +75,7 @@ struct session_io {
 struct io {
 	struct io_thread *threads;
 	unsigned n, next;
+	int64_t poll_ns;      /* io_start's poll_us */
 	uv_async_t wake;      /* the loop's: sessions handed to it */
 	bool on;	      /* wake made, and not stopped */
 	pthread_mutex_t lock; /* both directions' queues */
@@ -103,9 +104,11 @@ static inline const char *io_read_ended(int r)
 			      "read failed";
 }
 
-/* Starts n threads (0 counts as 1) for loop. Returns 0 or -errno, with
- * nothing left started. */
-int io_start(struct io *io, uv_loop_t *loop, unsigned n,
+/* Starts n threads (0 counts as 1) for loop. Each polls its sockets for
+ * poll_us after it last read a frame before it sleeps again (0: it sleeps
+ * whenever nothing is ready). Returns 0 or -errno, with nothing left
+ * started. */
+int io_start(struct io *io, uv_loop_t *loop, unsigned n, unsigned poll_us,
 	     void (*on_turn)(struct session *s, void *data), void *data);
 
 /* Loop thread. Gives s, not read on the loop any more, to a thread the

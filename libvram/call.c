@@ -484,8 +484,10 @@ again:
 		return error_set(EPIPE, "connection to vramd lost: %s",
 				 strerror(-r));
 	}
-	if (call->spin && c->spin_ms) {
-		int64_t until = clock_now_ns() + (int64_t)c->spin_ms * 1000000;
+	int64_t spin_ns = call->spin ? (int64_t)c->spin_ms * 1000000 :
+				       (int64_t)c->call_spin_us * 1000;
+	if (spin_ns) {
+		int64_t until = clock_now_ns() + spin_ns;
 		if (until > c->spin_until_ns)
 			__atomic_store_n(&c->spin_until_ns, until,
 					 __ATOMIC_RELAXED);

@@ -303,4 +303,26 @@ static inline bool integ_raw_closed(int fd, int ms)
 	}
 }
 
+/* CPU time of process pid so far (utime + stime from /proc), in ms. */
+static inline double integ_proc_cpu_ms(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		TEST_FAIL("%s: %s", path, strerror(errno));
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* Fields 14 and 15, counted after the ")" that ends the name. */
+	const char *p = strrchr(buf, ')');
+	unsigned long long ut = 0, st = 0;
+	if (!p ||
+	    sscanf(p + 2,
+		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+		   &st) != 2)
+		TEST_FAIL("cannot read the CPU times in %s", path);
+	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
+}
+
 #endif

@@ -4,7 +4,8 @@
  * answers, answers left queued behind a
  * full socket come out whole and in order, many clients pinging and
  * working at once, clients that go away mid-flood, bad frames read on a
- * thread, and io_threads. */
+ * thread, io_threads, and how long the reading threads and the callers
+ * poll (io_poll_us, VRAM_CALL_SPIN_US). */
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -492,18 +493,115 @@ TEST(io_threads_sets_the_reading_threads)
 	integ_stop();
 
 	/* Out of range: refused with the key named, the daemon not up. */
-	const char *bin = getenv("VRAMD_BIN");
-	char cmd[512], out[512] = "";
-	snprintf(cmd, sizeof(cmd),
-		 "%s --backend host --socket /nonexistent/vramd.sock "
-		 "--set io_threads=65 2>&1",
-		 bin && *bin ? bin : "build/vramd");
-	FILE *f = popen(cmd, "r");
-	ASSERT(f != NULL);
-	size_t n = fread(out, 1, sizeof(out) - 1, f);
-	out[n] = '\0';
-	int status = pclose(f);
-	ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
-	if (!strstr(out, "io_threads"))
-		TEST_FAIL("io_threads=65 said: %s", out);
+	const char *const bad[] = { "io_threads=65", "io_poll_us=1000001" };
+	for (unsigned i = 0; i < 2; i++) {
+		const char *bin = getenv("VRAMD_BIN");
+		char cmd[512], out[512] = "";
+		snprintf(cmd, sizeof(cmd),
+			 "%s --backend host --socket /nonexistent/vramd.sock "
+			 "--set %s 2>&1",
+			 bin && *bin ? bin : "build/vramd", bad[i]);
+		FILE *f = popen(cmd, "r");
+		ASSERT(f != NULL);
+		size_t n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = '\0';
+		int status = pclose(f);
+		ASSERT(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+		char key[16];
+		snprintf(key, sizeof(key), "%.*s",
+			 (int)(strchr(bad[i], '=') - bad[i]), bad[i]);
+		if (!strstr(out, key))
+			TEST_FAIL("%s said: %s", bad[i], out);
+	}
+}
+
+/* The daemon's CPU over ms of quiet after pinger's 40 pings, which put
+ * its session on a reading thread. */
+static double quiet_cpu_ms(int ms)
+{
+	vram_client *c = integ_connect("pinger");
+	for (int i = 0; i < 40; i++)
+		ASSERT_OK(vram_ping(c));
+	double d0 = integ_proc_cpu_ms(integ_daemon.pid);
+	harness_msleep(ms);
+	double used = integ_proc_cpu_ms(integ_daemon.pid) - d0;
+	vram_client_close(c);
+	return used;
+}
+
+/* io_poll_us: a reading thread polls for its window after the last frame
+ * it read, then sleeps. A client that pinged and went quiet costs the
+ * daemon the window's CPU, not the quiet's; with no window, nothing. */
+TEST(reading_threads_poll_only_for_their_window)
+{
+	const char *const window[] = { "--set", "io_threads=1", "--set",
+				       "io_poll_us=150000", NULL };
+	integ_start_args(window);
+	ASSERT(strstr(harness_daemon_log(&integ_daemon),
+		      "polling 150000 us after a frame") != NULL);
+	double polled = quiet_cpu_ms(800);
+	integ_stop();
+	/* ~150 ms; polling through the quiet would be ~800. The margins
+	 * are for a loaded machine and the clock tick (10 ms). */
+	if (polled < 30 || polled > 500)
+		TEST_FAIL("800 ms of quiet after a 150 ms window took %.0f ms "
+			  "of the daemon's CPU",
+			  polled);
+
+	const char *const none[] = { "--set", "io_threads=1", "--set",
+				     "io_poll_us=0", NULL };
+	integ_start_args(none);
+	double slept = quiet_cpu_ms(800);
+	integ_stop();
+	if (slept > 60)
+		TEST_FAIL("800 ms of quiet with no window took %.0f ms of the "
+			  "daemon's CPU",
+			  slept);
+}
+
+struct stalled_call {
+	vram_client *c;
+	int r;
+	double cpu_ms; /* the calling thread's, over the call */
+};
+
+static void *stalled_call_run(void *arg)
+{
+	struct stalled_call *sc = arg;
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+	sc->r = vram_ping(sc->c);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+	sc->cpu_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
+		     (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	return NULL;
+}
+
+/* VRAM_CALL_SPIN_US: a call's wait reads again without sleeping for its
+ * window, then sleeps: a ping that the daemon (stopped) answers 700 ms
+ * late costs the caller the window's CPU, not the wait's, and is still
+ * answered. */
+TEST(calls_poll_only_for_their_window)
+{
+	integ_start("64M");
+	setenv("VRAM_CALL_SPIN_US", "150000", 1);
+	vram_client *c = integ_connect("caller");
+	unsetenv("VRAM_CALL_SPIN_US");
+	ASSERT_OK(vram_ping(c));
+	struct stalled_call sc = { .c = c };
+	pthread_t t;
+	ASSERT_EQ(kill(integ_daemon.pid, SIGSTOP), 0);
+	ASSERT_EQ(pthread_create(&t, NULL, stalled_call_run, &sc), 0);
+	harness_msleep(700);
+	ASSERT_EQ(kill(integ_daemon.pid, SIGCONT), 0);
+	pthread_join(t, NULL);
+	ASSERT_OK(sc.r);
+	if (sc.cpu_ms < 30 || sc.cpu_ms > 450)
+		TEST_FAIL(
+			"a ping answered 700 ms late with a 150 ms window took "
+			"%.1f ms of the caller's CPU",
+			sc.cpu_ms);
+	vram_client_close(c);
+	integ_stop();
 }

@@ -198,28 +198,6 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 	integ_stop();
 }
 
-/* CPU time of process pid so far (utime + stime from /proc), in ms. */
-static double proc_cpu_ms(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		TEST_FAIL("%s: %s", path, strerror(errno));
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* Fields 14 and 15, counted after the ")" that ends the name. */
-	const char *p = strrchr(buf, ')');
-	unsigned long long ut = 0, st = 0;
-	if (!p ||
-	    sscanf(p + 2,
-		   "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-		   &st) != 2)
-		TEST_FAIL("cannot read the CPU times in %s", path);
-	return (double)(ut + st) * 1000.0 / (double)sysconf(_SC_CLK_TCK);
-}
-
 static double thread_cpu_ms(void)
 {
 	struct timespec ts;
@@ -249,9 +227,9 @@ TEST(transition_polls_only_for_its_spin_window)
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
 	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
-	double d0 = proc_cpu_ms(integ_daemon.pid), t0 = thread_cpu_ms();
+	double d0 = integ_proc_cpu_ms(integ_daemon.pid), t0 = thread_cpu_ms();
 	ASSERT_EQ(vram_pause(ctl, &sel, 1500, NULL), -ETIMEDOUT);
-	double daemon_ms = proc_cpu_ms(integ_daemon.pid) - d0;
+	double daemon_ms = integ_proc_cpu_ms(integ_daemon.pid) - d0;
 	double caller_ms = thread_cpu_ms() - t0;
 	/* Polling through the whole wait would take ~1500 ms of each; the
 	 * window is 100 ms. The margin is for a loaded machine. */
