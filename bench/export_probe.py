@@ -19,6 +19,24 @@ with a context, per cycle and size:
     import                       create + export, import, map + access
                                  (vramd's path today, in one process)
 
+and what the reference drop that frees the memory costs (unmap, release
+or close, and a device sync), by how the allocation was made and which
+reference goes last:
+
+    free-plain                   no shareable handle type (as
+                                 torch_memory_saver's): unmap + release
+    free-fdtype                  the POSIX fd type, never exported:
+                                 unmap + release
+    free-exported                exported, the fd closed first: unmap +
+                                 release of the creating handle
+    free-byfd                    exported, imported and mapped, the
+                                 handles released: close of the fd
+                                 (bench/gpu_raw's order)
+    free-vramd                   exported, imported and mapped, the fd
+                                 closed first (the daemon lets go at the
+                                 pause's start): unmap + release of the
+                                 imported handle (the mapper's)
+
 Each case unmaps, releases and closes what it made and waits --gap ms
 before the next (the driver hands the size just freed back at once).
 
@@ -56,10 +74,15 @@ class Probe:
                      ctypes.c_size_t(0), self.d.u64(0), self.d.u64(0))
         self.ptr = p.value
 
-    def create(self):
+        # The same allocation without a shareable handle type.
+        self.plain = type(self.d.prop)()
+        ctypes.memmove(ctypes.byref(self.plain), ctypes.byref(self.d.prop), ctypes.sizeof(self.plain))
+        self.plain.requestedHandleTypes = 0
+
+    def create(self, plain=False):
         h = self.d.u64()
         self.d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(self.size),
-                     ctypes.byref(self.d.prop), self.d.u64(0))
+                     ctypes.byref(self.plain if plain else self.d.prop), self.d.u64(0))
         return h.value
 
     def export(self, h):
@@ -139,12 +162,46 @@ def case_once(p, name):
             return h2, fd
         ms, (h, fd) = timed(run)
         p.drop([h], [fd], True)
+    elif name.startswith("free-"):
+        ms = case_free(p, name[5:])
     else:
         raise ValueError(name)
     return ms
 
 
-CASES = ["create", "export", "map", "serial", "overlap", "import"]
+def case_free(p, how):
+    """Makes and maps one allocation as how says; returns the ms of the
+    drop that frees it."""
+    d = p.d
+    if how in ("plain", "fdtype"):
+        h = p.create(plain=how == "plain")
+        p.map(h)
+        ms, _ = timed(lambda: p.drop([h], [], True))
+        return ms
+    h = p.create()
+    fd = p.export(h)
+    if how == "exported":
+        p.map(h)
+        os.close(fd)
+        ms, _ = timed(lambda: p.drop([h], [], True))
+        return ms
+    d.check("cuMemRelease", d.u64(h))
+    h2 = p.imported(fd)
+    p.map(h2)
+    if how == "byfd":
+        d.check("cuMemUnmap", d.u64(p.ptr), ctypes.c_size_t(p.size))
+        d.check("cuMemRelease", d.u64(h2))
+        ms, _ = timed(lambda: p.drop([], [fd], False))
+        return ms
+    if how == "vramd":
+        os.close(fd)
+        ms, _ = timed(lambda: p.drop([h2], [], True))
+        return ms
+    raise ValueError(how)
+
+
+CASES = ["create", "export", "map", "serial", "overlap", "import",
+         "free-plain", "free-fdtype", "free-exported", "free-byfd", "free-vramd"]
 
 
 def main():
@@ -167,7 +224,7 @@ def main():
                 ms.append(case_once(p, name))
                 time.sleep(a.gap / 1e3)
             rows.append({"size": p.size, "case": name, "ms": ms})
-            print(f"{g:g} GiB {name:8s} {min(ms):8.3f} / {statistics.median(ms):8.3f} / {max(ms):8.3f} ms",
+            print(f"{g:g} GiB {name:13s} {min(ms):8.3f} / {statistics.median(ms):8.3f} / {max(ms):8.3f} ms",
                   flush=True)
     if a.out:
         with open(a.out, "w") as f:
