@@ -20,8 +20,10 @@
 #                                   first; results under $OUT/compare
 #   tools/gpu-prepare.sh figures    there: issue 11's figures in one pass
 #                                   (compare without sweeps, the 1 GiB
-#                                   discard pair in three rounds, the
-#                                   64-client ping, bench/copy_probe.py)
+#                                   discard pair in five rounds, the
+#                                   64-client ping with and without the
+#                                   event thread beside the machine's
+#                                   socket floor, bench/copy_probe.py)
 #                                   into $OUT/figures.txt and figures.tgz
 #   tools/gpu-prepare.sh fuzz [N|Ns] [JOBS] [TARGET..]
 #                                   there: the prebuilt libFuzzer targets
@@ -242,10 +244,12 @@ compare)
 	exit $rc
 	;;
 figures)
-	# Issue 11's "Done when" figures in one pass (about 7 minutes on the
+	# Issue 11's "Done when" figures in one pass (about 8 minutes on the
 	# H200): the side-by-side without sweeps, the 1 GiB discard pool
-	# against its floor (three rounds, in turns: the floor moves between
-	# runs), the 64-client ping and the restore's copy shapes
+	# against its floor (five rounds, in turns: the floor moves between
+	# runs), the 64-client ping (also through libvram's event thread, as
+	# the Python package runs) beside bench/sock_probe's socket floor, and
+	# the restore's copy shapes
 	# (bench/copy_probe.py), packed into figures.tgz (the device's reply
 	# carries only so many files), their tables in figures.txt.
 	out=${OUT:-$build/gpu-results}
@@ -258,7 +262,7 @@ figures)
 	# comparison only: the ping's 64 clients run as users run them.
 	figure "$d/compare.log" gpu_compare_debug "$d/compare" --sweeps none \
 		--workloads host,rl,discard-one,discard-many || rc=1
-	for k in 1 2 3; do
+	for k in 1 2 3 4 5; do
 		figure "$d/raw1g-$k.txt" "$build/bench/gpu_raw" --sizes 1 \
 			--policies discard --no-gap --cycles 10 || rc=1
 		figure "$d/vramd1g-$k.txt" env BENCH_DAEMON_LOG=1 \
@@ -266,17 +270,24 @@ figures)
 			--cycles 10 || rc=1
 	done
 	figure "$d/ping.txt" env BENCH_ONLY=ping "$build/bench/rpc" || rc=1
+	figure "$d/ping-thread.txt" env BENCH_ONLY=ping BENCH_THREAD=1 \
+		"$build/bench/rpc" || rc=1
+	figure "$d/sock.txt" "$build/bench/sock_probe" 64 4 5000 || rc=1
 	figure "$d/copy_probe.txt" python3 "$root/bench/copy_probe.py" \
 		--out "$d/copy_probe.json" || rc=1
 	{
 		echo "head $(git -C "$root" rev-parse --short HEAD 2>/dev/null || cat "$root/.head" 2>/dev/null)"
 		cat "$d/compare/compare.md" 2>/dev/null || tail -n 5 "$d/compare.log"
-		echo "== 1 GiB discard, three rounds: floor, then vramd"
-		for k in 1 2 3; do
+		echo "== 1 GiB discard, five rounds: floor, then vramd"
+		for k in 1 2 3 4 5; do
 			grep -h "p50" "$d/raw1g-$k.txt" "$d/vramd1g-$k.txt"
 		done
 		echo "== 64-client ping"
 		cat "$d/ping.txt"
+		echo "== the same through libvram's event thread (BENCH_THREAD=1)"
+		cat "$d/ping-thread.txt"
+		echo "== the machine's socket floor (bench/sock_probe 64 4)"
+		cat "$d/sock.txt"
 		echo "== the restore's copy shapes (bench/copy_probe.py)"
 		cat "$d/copy_probe.txt"
 	} >"$out/figures.txt"
