@@ -8,29 +8,35 @@
 #ifndef VRAM_COMMON_SPIN_H
 #define VRAM_COMMON_SPIN_H
 
+#include <stdbool.h>
 #include <unistd.h>
 
-/* 50 ms where 4 or more CPUs are online, 0 where fewer: a poller needs a
- * core to itself, and on a small machine it would take the one the
- * mapper or the daemon needs. */
+/* Does this machine poll by default? Where 4 or more CPUs are online: a
+ * poller needs a core to itself, and on a small machine it would take the
+ * one the mapper or the daemon needs. Every default below is 0 where not. */
+static inline bool spin_machine_polls(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN) >= 4;
+}
+
+/* A pause or resume's window, in ms. */
 static inline unsigned spin_default_ms(void)
 {
-	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 50 : 0;
+	return spin_machine_polls() ? 50 : 0;
 }
 
 /* How long any other call's wait (libvram's VRAM_CALL_SPIN_US) and a
  * reading thread after a frame (the daemon's io_poll_us) poll instead of
- * sleeping, by default, in microseconds: long enough for a ping's answer
- * or a busy client's next frame, and with the same rule for small
- * machines (docs/architecture.md, "Reading threads"). */
+ * sleeping, in microseconds: long enough for a ping's answer or a busy
+ * client's next frame (docs/architecture.md, "Reading threads"). */
 static inline unsigned spin_call_default_us(void)
 {
-	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 100 : 0;
+	return spin_machine_polls() ? 100 : 0;
 }
 
 static inline unsigned spin_io_default_us(void)
 {
-	return sysconf(_SC_NPROCESSORS_ONLN) >= 4 ? 200 : 0;
+	return spin_machine_polls() ? 200 : 0;
 }
 
 #endif

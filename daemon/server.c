@@ -791,15 +791,16 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		log_err("cannot make the hang-up set: %s", strerror(-r));
 		return r;
 	}
-	r = io_start(&srv->io, loop, config_io_threads(cfg),
-		     config_io_poll_us(cfg), server_on_turn, srv);
+	unsigned poll_us = config_io_poll_us(cfg);
+	r = io_start(&srv->io, loop, config_io_threads(cfg), poll_us,
+		     server_on_turn, srv);
 	if (r < 0) {
 		log_err("cannot start the reading threads: %s", strerror(-r));
 		return r;
 	}
 	log_info("%u reading thread(s) (io_threads), polling %u us after a "
 		 "frame (io_poll_us)",
-		 srv->io.n, config_io_poll_us(cfg));
+		 srv->io.n, poll_us);
 	char status[128];
 	snprintf(status, sizeof(status), "serving %u %s device(s)",
 		 b->n_devices, b->ops->name);

@@ -44,6 +44,12 @@ unsigned call_spin_ms(void)
 	return env_unsigned("VRAM_SPIN_MS", spin_default_ms(), 0, 1000, NULL);
 }
 
+unsigned call_spin_us(void)
+{
+	return env_unsigned("VRAM_CALL_SPIN_US", spin_call_default_us(), 0,
+			    1000000, NULL);
+}
+
 /* Does a pause or resume of this client still poll (call_run)? */
 static bool call_spinning(struct vram_client *c)
 {

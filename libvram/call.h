@@ -52,6 +52,9 @@ int call_run(struct vram_client *c, Vram__Request *req, struct call *call,
 /* How long a pause or resume's wait polls before it sleeps, in ms:
  * VRAM_SPIN_MS (0 to 1000), else spin_default_ms() (spin.h). */
 unsigned call_spin_ms(void);
+/* The same for every other call, in us: VRAM_CALL_SPIN_US (0 to 1000000),
+ * else spin_call_default_us() (spin.h). */
+unsigned call_spin_us(void);
 void call_release(struct call *call);
 
 /* Sends req without waiting for the response (its response, if any, is

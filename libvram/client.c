@@ -25,14 +25,12 @@
 
 #include "call.h"
 #include "client.h"
-#include "env.h"
 #include "reconnect.h"
 #include "error.h"
 #include "log.h"
 #include "pool.h"
 #include "registry.h"
 #include "sock.h"
-#include "spin.h"
 
 static pthread_once_t client_hooks_once = PTHREAD_ONCE_INIT;
 
@@ -141,8 +139,7 @@ int client_open(int sock, const char *name, struct vram_client **out)
 	wire_rx_init(&c->rx);
 	c->next_id = 1;
 	c->spin_ms = call_spin_ms();
-	c->call_spin_us = env_unsigned(
-		"VRAM_CALL_SPIN_US", spin_call_default_us(), 0, 1000000, NULL);
+	c->call_spin_us = call_spin_us();
 	snprintf(c->name, sizeof(c->name), "%s", name);
 
 	fl = fcntl(sock, F_GETFL);

@@ -52,7 +52,7 @@ struct vram_client {
 	 * condition variable (call.c). */
 	unsigned spin_ms;
 	/* Any other call's wait polls for call_spin_us (VRAM_CALL_SPIN_US,
-	 * default spin_call_default_us()) the same way. */
+	 * call_spin_us()) the same way. */
 	unsigned call_spin_us;
 	int64_t spin_until_ns;
 	uint64_t next_id;

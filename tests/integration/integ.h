@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -301,6 +302,14 @@ static inline bool integ_raw_closed(int fd, int ms)
 		if (n == 0 || (n < 0 && errno == ECONNRESET))
 			return true;
 	}
+}
+
+/* CPU time of the calling thread so far, in ms. */
+static inline double integ_thread_cpu_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 /* CPU time of process pid so far (utime + stime from /proc), in ms. */

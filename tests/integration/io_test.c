@@ -568,13 +568,10 @@ struct stalled_call {
 static void *stalled_call_run(void *arg)
 {
 	struct stalled_call *sc = arg;
-	struct timespec a, b;
+	double t0 = integ_thread_cpu_ms();
 
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
 	sc->r = vram_ping(sc->c);
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-	sc->cpu_ms = (double)(b.tv_sec - a.tv_sec) * 1e3 +
-		     (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	sc->cpu_ms = integ_thread_cpu_ms() - t0;
 	return NULL;
 }
 

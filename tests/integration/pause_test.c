@@ -198,13 +198,6 @@ TEST(mapper_that_never_acks_is_reported_by_pid)
 	integ_stop();
 }
 
-static double thread_cpu_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 /* A pause polls (daemon and caller) for its spin window only: waiting 1.5
  * s on a mapper that never acks costs neither the daemon nor the caller's
  * thread the CPU of the whole wait. */
@@ -227,10 +220,11 @@ TEST(transition_polls_only_for_its_spin_window)
 	ASSERT_OK(vram_client_start_thread(c));
 	vram_client *ctl = integ_connect("ctl");
 	struct vram_selector sel = { .size = sizeof(sel), .name = "w" };
-	double d0 = integ_proc_cpu_ms(integ_daemon.pid), t0 = thread_cpu_ms();
+	double d0 = integ_proc_cpu_ms(integ_daemon.pid),
+	       t0 = integ_thread_cpu_ms();
 	ASSERT_EQ(vram_pause(ctl, &sel, 1500, NULL), -ETIMEDOUT);
 	double daemon_ms = integ_proc_cpu_ms(integ_daemon.pid) - d0;
-	double caller_ms = thread_cpu_ms() - t0;
+	double caller_ms = integ_thread_cpu_ms() - t0;
 	/* Polling through the whole wait would take ~1500 ms of each; the
 	 * window is 100 ms. The margin is for a loaded machine. */
 	if (daemon_ms > 600 || caller_ms > 600)
