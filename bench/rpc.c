@@ -58,6 +58,7 @@
 #include "vram.h"
 
 #define MAX_CLIENTS 64
+#define BENCH_ITERS_DEFAULT 20000
 #define MAX_IDLE_POOLS 4096
 
 struct worker {
@@ -254,6 +255,20 @@ static int env_int(const char *name, int def)
 	return v && *v ? atoi(v) : def;
 }
 
+/* Adds "--set KEY=$VAR" to the daemon's arguments when VAR is set, the
+ * "KEY=value" written into buf. */
+static void daemon_set_from_env(const char **extra, unsigned *n,
+				const char *var, const char *key, char *buf,
+				size_t len)
+{
+	const char *v = getenv(var);
+	if (!v || !*v)
+		return;
+	snprintf(buf, len, "%s=%s", key, v);
+	extra[(*n)++] = "--set";
+	extra[(*n)++] = buf;
+}
+
 int main(void)
 {
 	struct harness_daemon d;
@@ -264,25 +279,17 @@ int main(void)
 	unsigned n_extra = 6;
 	int metrics = env_int("BENCH_METRICS", 0);
 	const char *io = getenv("BENCH_IO_THREADS");
-	const char *io_poll = getenv("BENCH_IO_POLL_US");
 	char io_set[32], io_poll_set[32];
 	if (metrics) {
 		extra[n_extra++] = "--metrics-listen";
 		extra[n_extra++] = "127.0.0.1:0";
 	}
-	if (io && *io) {
-		snprintf(io_set, sizeof(io_set), "io_threads=%s", io);
-		extra[n_extra++] = "--set";
-		extra[n_extra++] = io_set;
-	}
-	if (io_poll && *io_poll) {
-		snprintf(io_poll_set, sizeof(io_poll_set), "io_poll_us=%s",
-			 io_poll);
-		extra[n_extra++] = "--set";
-		extra[n_extra++] = io_poll_set;
-	}
+	daemon_set_from_env(extra, &n_extra, "BENCH_IO_THREADS", "io_threads",
+			    io_set, sizeof(io_set));
+	daemon_set_from_env(extra, &n_extra, "BENCH_IO_POLL_US", "io_poll_us",
+			    io_poll_set, sizeof(io_poll_set));
 	extra[n_extra] = NULL;
-	int iters = env_int("BENCH_ITERS", 20000);
+	int iters = env_int("BENCH_ITERS", BENCH_ITERS_DEFAULT);
 	int store = env_int("BENCH_STORE", 0);
 	int n_idle = env_int("BENCH_POOLS", 0);
 	const char *only = getenv("BENCH_ONLY");
@@ -303,7 +310,7 @@ int main(void)
 	 * process's, as the figures before 2026-12-02 did. */
 	harness_daemon_new_session = env_int("BENCH_DAEMON_SESSION", 1) != 0;
 	if (iters <= 0)
-		iters = 20000;
+		iters = BENCH_ITERS_DEFAULT;
 	if (n_idle < 0 || n_idle > MAX_IDLE_POOLS)
 		n_idle = MAX_IDLE_POOLS;
 	r = store ? harness_daemon_start_store(&d, extra,
