@@ -40,7 +40,12 @@ reference goes last:
 Each case unmaps, releases and closes what it made and waits --gap ms
 before the next (the driver hands the size just freed back at once).
 
-    python3 bench/export_probe.py [--sizes-gib 64,1] [--cycles 7] [--gap 5] [--out FILE.json]
+--aligns-mib runs every case again for each alignment of the virtual
+range (cuMemAddressReserve's alignment; 0 is the driver's default, the
+allocation granularity, as torch_memory_saver and vramd reserve today):
+whether a range aligned past 2 MiB maps and sets access faster.
+
+    python3 bench/export_probe.py [--sizes-gib 64,1] [--aligns-mib 0] [--cycles 7] [--gap 5] [--out FILE.json]
 
 It prints one line per size and case: min / median / max ms; without a
 CUDA driver it says so and exits 77. With the
@@ -65,14 +70,16 @@ POSIX_FD = 1  # CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 
 
 class Probe:
-    def __init__(self, size):
-        self.d = Driver()
+    def __init__(self, d, size, align):
+        self.d = d
         self.d.prop.requestedHandleTypes = POSIX_FD
         self.size = self.d.round_up(size)
         p = self.d.u64()
         self.d.check("cuMemAddressReserve", ctypes.byref(p), ctypes.c_size_t(self.size),
-                     ctypes.c_size_t(0), self.d.u64(0), self.d.u64(0))
+                     ctypes.c_size_t(align), self.d.u64(0), self.d.u64(0))
         self.ptr = p.value
+        if align and self.ptr % align:
+            raise RuntimeError(f"cuMemAddressReserve gave {self.ptr:#x}, not aligned to {align:#x}")
 
         # The same allocation without a shareable handle type.
         self.plain = type(self.d.prop)()
@@ -102,6 +109,9 @@ class Probe:
         d.check("cuMemMap", d.u64(self.ptr), ctypes.c_size_t(self.size), ctypes.c_size_t(0), d.u64(h), d.u64(0))
         d.check("cuMemSetAccess", d.u64(self.ptr), ctypes.c_size_t(self.size), ctypes.byref(d.access),
                 ctypes.c_size_t(1))
+
+    def close(self):
+        self.d.check("cuMemAddressFree", self.d.u64(self.ptr), ctypes.c_size_t(self.size))
 
     def drop(self, handles, fds, mapped):
         d = self.d
@@ -207,6 +217,8 @@ CASES = ["create", "export", "map", "serial", "overlap", "import",
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes-gib", default="64,1")
+    ap.add_argument("--aligns-mib", default="0",
+                    help="virtual range alignments to run every case at (0: the default)")
     ap.add_argument("--cycles", type=int, default=7)
     ap.add_argument("--gap", type=float, default=5, help="ms between cycles")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies every size")
@@ -216,16 +228,21 @@ def main():
     if rc:
         return rc
     rows = []
+    d = Driver()
+    aligns = [int(x) for x in a.aligns_mib.split(",")]
     for g in [float(x) for x in a.sizes_gib.split(",")]:
-        p = Probe(int(g * GiB * a.scale))
-        for name in CASES:
-            ms = []
-            for _ in range(a.cycles):
-                ms.append(case_once(p, name))
-                time.sleep(a.gap / 1e3)
-            rows.append({"size": p.size, "case": name, "ms": ms})
-            print(f"{g:g} GiB {name:13s} {min(ms):8.3f} / {statistics.median(ms):8.3f} / {max(ms):8.3f} ms",
-                  flush=True)
+        for align in aligns:
+            p = Probe(d, int(g * GiB * a.scale), align << 20)
+            at = f" align {align} MiB" if align else ""
+            for name in CASES:
+                ms = []
+                for _ in range(a.cycles):
+                    ms.append(case_once(p, name))
+                    time.sleep(a.gap / 1e3)
+                rows.append({"size": p.size, "align": align << 20, "case": name, "ms": ms})
+                print(f"{g:g} GiB{at} {name:13s} {min(ms):8.3f} / {statistics.median(ms):8.3f} / "
+                      f"{max(ms):8.3f} ms", flush=True)
+            p.close()
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)

@@ -414,10 +414,12 @@ static int call_wait(struct vram_client *c, struct call *call, int64_t deadline)
 				call_unlink(c, call);
 				return -ETIMEDOUT;
 			}
-		} else if (call->spin && call_spinning(c)) {
-			/* The reader delivers it: look for it without the
-			 * lock, yielding the core between looks, until the
-			 * reader gives its role up (it may be ours next). */
+		} else if (call_spinning(c)) {
+			/* The reader (the event thread, or another caller)
+			 * delivers it within the client's window: look for it
+			 * without the lock, yielding the core between looks,
+			 * until the reader gives its role up (it may be ours
+			 * next) or the window ends. */
 			pthread_mutex_unlock(&c->lock);
 			while (!__atomic_load_n(&call->done,
 						__ATOMIC_ACQUIRE) &&

@@ -31,7 +31,8 @@ struct call {
 	bool done;		    /* written under the lock, read also
 				     * atomically by a caller that polls */
 	bool spin;		    /* a pause or resume: its wait polls for
-				     * the client's spin_ms first */
+				     * the client's spin_ms first (any
+				     * other, call_spin_us) */
 	bool remote_ok;		    /* the daemon answered err 0 */
 	int err;		    /* the outcome: 0 or -errno */
 	char errmsg[ERROR_MSG_MAX]; /* message for err, "" to use strerror */

@@ -52,7 +52,8 @@ struct vram_client {
 	 * condition variable (call.c). */
 	unsigned spin_ms;
 	/* Any other call's wait polls for call_spin_us (VRAM_CALL_SPIN_US,
-	 * call_spin_us()) the same way. */
+	 * call_spin_us()) the same way, the caller too when the event
+	 * thread reads its answer. */
 	unsigned call_spin_us;
 	int64_t spin_until_ns;
 	uint64_t next_id;

@@ -575,30 +575,74 @@ static void *stalled_call_run(void *arg)
 	return NULL;
 }
 
-/* VRAM_CALL_SPIN_US: a call's wait reads again without sleeping for its
- * window, then sleeps: a ping that the daemon (stopped) answers 700 ms
- * late costs the caller the window's CPU, not the wait's, and is still
- * answered. */
-TEST(calls_poll_only_for_their_window)
+/* A ping that the daemon (stopped) answers 700 ms late, with a 150 ms
+ * window, on a client whose event thread reads (event_thread) or whose
+ * caller does: it is still answered, and costs the caller the window's
+ * CPU, not the wait's. Returns the caller's CPU ms through cpu_ms and the
+ * process's through proc_ms. */
+static int stalled_ping_measure(bool event_thread, double *cpu_ms,
+				double *proc_ms)
 {
+	struct stalled_call sc = { .r = -1 };
+	pthread_t t;
+
 	integ_start("64M");
 	setenv("VRAM_CALL_SPIN_US", "150000", 1);
-	vram_client *c = integ_connect("caller");
+	sc.c = integ_connect("caller");
 	unsetenv("VRAM_CALL_SPIN_US");
-	ASSERT_OK(vram_ping(c));
-	struct stalled_call sc = { .c = c };
-	pthread_t t;
-	ASSERT_EQ(kill(integ_daemon.pid, SIGSTOP), 0);
-	ASSERT_EQ(pthread_create(&t, NULL, stalled_call_run, &sc), 0);
-	harness_msleep(700);
-	ASSERT_EQ(kill(integ_daemon.pid, SIGCONT), 0);
-	pthread_join(t, NULL);
-	ASSERT_OK(sc.r);
-	if (sc.cpu_ms < 15 || sc.cpu_ms > 450)
+	if ((event_thread && vram_client_start_thread(sc.c) != 0) ||
+	    vram_ping(sc.c) != 0)
+		goto out;
+	/* That ping's window, and the event thread's poll in it, end before
+	 * the measured call. */
+	harness_msleep(300);
+	double p0 = integ_proc_cpu_ms(getpid());
+	if (kill(integ_daemon.pid, SIGSTOP) != 0)
+		goto out;
+	if (pthread_create(&t, NULL, stalled_call_run, &sc) == 0) {
+		harness_msleep(700);
+		kill(integ_daemon.pid, SIGCONT);
+		pthread_join(t, NULL);
+	} else {
+		kill(integ_daemon.pid, SIGCONT);
+	}
+	*proc_ms = integ_proc_cpu_ms(getpid()) - p0;
+	*cpu_ms = sc.cpu_ms;
+out:
+	vram_client_close(sc.c);
+	integ_stop();
+	return sc.r;
+}
+
+/* VRAM_CALL_SPIN_US: a caller that reads its own answer reads again
+ * without sleeping for its window, then sleeps in poll(). */
+TEST(calls_poll_only_for_their_window)
+{
+	double cpu_ms, proc_ms;
+
+	ASSERT_OK(stalled_ping_measure(false, &cpu_ms, &proc_ms));
+	if (cpu_ms < 15 || cpu_ms > 450)
 		TEST_FAIL(
 			"a ping answered 700 ms late with a 150 ms window took "
 			"%.1f ms of the caller's CPU",
-			sc.cpu_ms);
-	vram_client_close(c);
-	integ_stop();
+			cpu_ms);
+}
+
+/* With the event thread reading, the caller looks for its answer without
+ * the condition variable for the window, then sleeps on it; the event
+ * thread polls for the same window. */
+TEST(calls_with_the_event_thread_poll_only_for_their_window)
+{
+	double cpu_ms, proc_ms;
+
+	ASSERT_OK(stalled_ping_measure(true, &cpu_ms, &proc_ms));
+	if (cpu_ms < 15 || cpu_ms > 450)
+		TEST_FAIL("with the event thread reading, a ping answered 700 "
+			  "ms late with a 150 ms window took %.1f ms of the "
+			  "caller's CPU",
+			  cpu_ms);
+	if (proc_ms > 900)
+		TEST_FAIL("the caller and the event thread took %.1f ms of CPU "
+			  "over a 700 ms wait with a 150 ms window",
+			  proc_ms);
 }
