@@ -36,6 +36,11 @@ reference goes last:
                                  closed first (the daemon lets go at the
                                  pause's start): unmap + release of the
                                  imported handle (the mapper's)
+    free-kept                    exported with the creating handle kept,
+                                 imported and mapped; the mapper's unmap
+                                 and release first: close of the fd, then
+                                 release of the creating handle (the
+                                 daemon's drop when it keeps the handle)
 
 Each case unmaps, releases and closes what it made and waits --gap ms
 before the next (the driver hands the size just freed back at once).
@@ -195,6 +200,16 @@ def case_free(p, how):
         os.close(fd)
         ms, _ = timed(lambda: p.drop([h], [], True))
         return ms
+    if how == "kept":
+        h2 = p.imported(fd)
+        p.map(h2)
+        d.check("cuMemUnmap", d.u64(p.ptr), ctypes.c_size_t(p.size))
+        d.check("cuMemRelease", d.u64(h2))
+        def daemon_drop():
+            os.close(fd)
+            p.drop([h], [], False)
+        ms, _ = timed(daemon_drop)
+        return ms
     d.check("cuMemRelease", d.u64(h))
     h2 = p.imported(fd)
     p.map(h2)
@@ -211,7 +226,8 @@ def case_free(p, how):
 
 
 CASES = ["create", "export", "map", "serial", "overlap", "import",
-         "free-plain", "free-fdtype", "free-exported", "free-byfd", "free-vramd"]
+         "free-plain", "free-fdtype", "free-exported", "free-byfd", "free-vramd",
+         "free-kept"]
 
 
 def main():
