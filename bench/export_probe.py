@@ -36,6 +36,11 @@ reference goes last:
                                  closed first (the daemon lets go at the
                                  pause's start): unmap + release of the
                                  imported handle (the mapper's)
+    free-held                    exported, imported and mapped, with the
+                                 creating handle and the fd still held:
+                                 unmap + release of the imported handle,
+                                 which frees nothing (a vramd mapper's
+                                 step in a pause, the daemon's drop after)
     free-kept                    exported with the creating handle kept,
                                  imported and mapped; the mapper's unmap
                                  and release first: close of the fd, then
@@ -200,6 +205,12 @@ def case_free(p, how):
         os.close(fd)
         ms, _ = timed(lambda: p.drop([h], [], True))
         return ms
+    if how == "held":
+        h2 = p.imported(fd)
+        p.map(h2)
+        ms, _ = timed(lambda: p.drop([h2], [], True))
+        p.drop([h], [fd], False)
+        return ms
     if how == "kept":
         h2 = p.imported(fd)
         p.map(h2)
@@ -227,7 +238,7 @@ def case_free(p, how):
 
 CASES = ["create", "export", "map", "serial", "overlap", "import",
          "free-plain", "free-fdtype", "free-exported", "free-byfd", "free-vramd",
-         "free-kept"]
+         "free-held", "free-kept"]
 
 
 def main():
