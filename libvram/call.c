@@ -5,8 +5,9 @@
  * One thread at a time is the reader: it reads frames from the socket,
  * delivers responses to the threads waiting for them and handles events.
  * A thread that waits for a response becomes the reader if nobody is, and
- * otherwise sleeps on the client's condition variable until its response
- * has been delivered or the role is free. vram_client_dispatch() takes the
+ * otherwise looks for its response without the lock while the client's
+ * spin window lasts, then sleeps on the client's condition variable until
+ * its response has been delivered or the role is free. vram_client_dispatch() takes the
  * role when it is free; the event thread holds it for as long as it runs.
  * (A call taking the role over from the event thread, to read its own
  * answer with one wake-up instead of two, measured slower on a 2-core
