@@ -274,7 +274,7 @@ def test_create_probe(out):
                 "every mode")
     # bench/export_probe.py's and copy_probe.py's every case, against the
     # same driver; export_probe's at two alignments of the range.
-    probe_check(out, env, "export_probe.py", ["--gap", "1", "--aligns-mib", "0,64"], 52, "ms", 120,
+    probe_check(out, env, "export_probe.py", ["--gap", "1", "--aligns-mib", "0,64"], 60, "ms", 120,
                 "every case")
     probe_check(out, env, "copy_probe.py", ["--gap", "1"], 7, "ms", 120, "every case")
 

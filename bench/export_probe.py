@@ -41,6 +41,16 @@ reference goes last:
                                  unmap + release of the imported handle,
                                  which frees nothing (a vramd mapper's
                                  step in a pause, the daemon's drop after)
+    close-mapped                 exported, the creating handle released,
+                                 imported and mapped: the fd's close
+                                 alone, which frees nothing (vramd's
+                                 drop at a pause's start)
+    release-mapped               exported with the creating handle kept,
+                                 imported and mapped, the fd closed
+                                 first: the creating handle's release
+                                 alone, which frees nothing (the drop at
+                                 a pause's start of a daemon that holds
+                                 the handle rather than the fd)
     free-kept                    exported with the creating handle kept,
                                  imported and mapped; the mapper's unmap
                                  and release first: close of the fd, then
@@ -184,6 +194,8 @@ def case_once(p, name):
         p.drop([h], [fd], True)
     elif name.startswith("free-"):
         ms = case_free(p, name[5:])
+    elif name in ("close-mapped", "release-mapped"):
+        ms = case_free(p, name)
     else:
         raise ValueError(name)
     return ms
@@ -204,6 +216,17 @@ def case_free(p, how):
         p.map(h)
         os.close(fd)
         ms, _ = timed(lambda: p.drop([h], [], True))
+        return ms
+    if how in ("close-mapped", "release-mapped"):
+        h2 = p.imported(fd)
+        p.map(h2)
+        if how == "close-mapped":
+            d.check("cuMemRelease", d.u64(h))
+            ms, _ = timed(lambda: os.close(fd))
+        else:
+            os.close(fd)
+            ms, _ = timed(lambda: d.check("cuMemRelease", d.u64(h)))
+        p.drop([h2], [], True)
         return ms
     if how == "held":
         h2 = p.imported(fd)
@@ -238,7 +261,7 @@ def case_free(p, how):
 
 CASES = ["create", "export", "map", "serial", "overlap", "import",
          "free-plain", "free-fdtype", "free-exported", "free-byfd", "free-vramd",
-         "free-held", "free-kept"]
+         "free-held", "free-kept", "close-mapped", "release-mapped"]
 
 
 def main():
