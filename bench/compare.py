@@ -120,6 +120,9 @@ def arg_parser():
     )
     ap.add_argument("--cycles", type=int, default=5, help="pause/resume cycles per workload (default 5)")
     ap.add_argument("--gap-ms", type=float, default=0, help="idle between a pause and its resume")
+    ap.add_argument("--run-ms", type=float, default=0,
+                    help="idle before each pause, as an engine runs between a wake and its next sleep "
+                         "(0: each pause right after the last resume)")
     ap.add_argument("--backends", default=",".join(BACKENDS), help="subset of " + ",".join(BACKENDS))
     ap.add_argument("--workloads", default="discard-one,discard-many,host,rl",
                     help="subset of discard-one,discard-many,host,rl (or none)")
@@ -429,7 +432,7 @@ def run_all(a, probe, out):
                 cell[b] = runner.run(b, name, spec)
         return cell
 
-    base = {"cycles": a.cycles, "gap_ms": a.gap_ms, "tms_hook": a.tms_hook}
+    base = {"cycles": a.cycles, "gap_ms": a.gap_ms, "run_ms": a.run_ms, "tms_hook": a.tms_hook}
     try:
         for w in workloads:
             if w in ("discard-one", "discard-many", "host"):
@@ -663,9 +666,11 @@ def md_tables(results, summ):
     p = env.get("probe", {})
     tms = env.get("tms", {})
     cycles = env.get("args", {}).get("cycles")
+    run_ms = env.get("args", {}).get("run_ms") or 0
+    runs = f", {run_ms:g} ms idle before each pause (--run-ms)" if run_ms else ""
     L.append(f"{p.get('device', '?')}, torch {p.get('torch', '?')}, upstream torch_memory_saver "
              f"{tms.get('version', tms.get('why', '?'))} (hook {env.get('args', {}).get('tms_hook', '?')}), "
-             f"{cycles} cycles, ms min / median / max; x = vramd median / other median")
+             f"{cycles} cycles{runs}, ms min / median / max; x = vramd median / other median")
     if env.get("vramd_backups") or env.get("vramd_args"):
         L.append("")
         L.append(f"vramd's host backups: {env.get('vramd_backups', 'memfd')}; its options: {' '.join(env.get('vramd_args', []))}")

@@ -206,6 +206,13 @@ def timed(be, fn):
 # ---- workloads ----------------------------------------------------------------
 
 
+def engine_runs(spec):
+    """The engine's time between a wake (or its first allocations) and
+    its next sleep: --run-ms, untimed (0: none)."""
+    if spec.get("run_ms"):
+        time.sleep(spec["run_ms"] / 1000.0)
+
+
 def run_cycles(be, spec, res):
     """Each case: allocate, then pause/resume cycles; the case is left
     paused (or released) so the next case has the device."""
@@ -224,6 +231,7 @@ def run_cycles(be, spec, res):
             continue
         g = be.group(case.get("tag", case["name"]), sizes, case["backup"])
         for _ in range(spec["cycles"]):
+            engine_runs(spec)
             f0 = be.mem_free()
             c["pause_ms"].append(timed(be, g.pause))
             c["freed"].append(be.mem_free() - f0)
@@ -294,6 +302,7 @@ def run_rl(be, spec, res):
     res.d["engine_bytes"] = w.bytes + kv.bytes + (graph.bytes if graph else 0)
     res.save()
     for _ in range(spec["cycles"]):
+        engine_runs(spec)
         t = {}
         t["pause_kv"] = timed(be, kv.pause)
         t["pause_weights"] = timed(be, w.pause)

@@ -106,7 +106,9 @@ def test_parsing():
           and compare.parse_layout("1x1G+2x2M") == [[1, GiB], [2, 2 * MiB]])
     a = compare.arg_parser().parse_args(["--cycles", "7", "--sizes", "1,0.5", "--backends", "vramd,raw"])
     check("arguments", a.cycles == 7 and a.sizes == [1.0, 0.5] and a.rl_kv == [[1, 64 * GiB]]
-          and a.trainer == 100 * GiB and a.mappers == list(range(1, 9)))
+          and a.trainer == 100 * GiB and a.mappers == list(range(1, 9)) and a.run_ms == 0)
+    a = compare.arg_parser().parse_args(["--run-ms", "200"])
+    check("--run-ms", a.run_ms == 200)
     try:
         compare.parse_size("lots")
         check("a bad size is refused", False)

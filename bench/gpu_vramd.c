@@ -19,6 +19,11 @@
  * usage: gpu_vramd [--sizes 1,4,16,64,128] [--policies discard,host]
  *                  [--host-max 16] [--cycles 3] [--chunk-max 256G]
  *                  [--allocs] [--label chunked] [--csv FILE]
+ *                  [--run-ms 0]
+ *
+ * --run-ms idles that long before each pause, as an engine runs between
+ * a wake and its next sleep (then the daemon has let its chunk fds go:
+ * daemon/fd_drop.h); 0, the default, pauses right after the resume.
  */
 #include "gpu_bench.h"
 #include "harness.h"
@@ -26,6 +31,7 @@
 
 static vram_client *client;
 static const char *label = "chunked";
+static unsigned run_ms;
 
 static void record(const char *policy, const char *layout, uint64_t size,
 		   unsigned chunks, const char *metric, int cycle, double v)
@@ -111,6 +117,8 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 
 	int bad = 0;
 	for (int c = 1; c <= cycles; c++) {
+		if (run_ms)
+			usleep(run_ms * 1000);
 		t0 = bench_now_ms();
 		VRAM_CHECK(vram_pool_pause(p, &rep));
 		pause[c - 1] = bench_now_ms() - t0;
@@ -219,6 +227,8 @@ int main(int argc, char **argv)
 			label = v;
 		else if (strcmp(a, "--csv") == 0)
 			csv = v;
+		else if (strcmp(a, "--run-ms") == 0)
+			run_ms = (unsigned)strtoul(v, NULL, 10);
 		else
 			bench_die(
 				"unknown option %s (see the top of bench/gpu_vramd.c)",

@@ -27,6 +27,9 @@ void config_defaults(struct config *cfg)
 	/* A grow is one chunk (docs/gpu.md, "Chunks sized to the work"): the
 	 * cap is past any device's memory. */
 	cfg->chunk_max = 256ull << 30;
+	/* Past the gaps between one engine's wakes (weights, KV, graph),
+	 * well inside the time it then runs before it sleeps again. */
+	cfg->chunk_fd_idle_ms = 100;
 	/* 1024 clients of one uid, others, and root or the admin group. */
 	cfg->max_sessions = 2048;
 	cfg->max_pools = 1024;
@@ -211,6 +214,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 		return parse_uint(value, 0, 64, &cfg->io_threads);
 	if (strcmp(key, "io_poll_us") == 0)
 		return parse_uint(value, 0, 1000000, &cfg->io_poll_us);
+	if (strcmp(key, "chunk_fd_idle_ms") == 0)
+		return parse_uint(value, 0, 3600 * 1000, &cfg->chunk_fd_idle_ms);
 	if (strcmp(key, "max_sessions") == 0)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions);
 	if (strcmp(key, "max_pools") == 0)

@@ -41,6 +41,10 @@ struct config {
 	 * CONFIG_SPIN_AUTO: spin_io_default_us(), common/spin.h). */
 	unsigned io_poll_us;
 	uint64_t chunk_max;
+	/* After this long with no change to the chunks and no pause or
+	 * resume in flight, active pools' chunks let their fds go
+	 * (daemon/fd_drop.h; 0: never). */
+	unsigned chunk_fd_idle_ms;
 	unsigned max_sessions;
 	unsigned max_pools;
 	unsigned max_chunks; /* per pool, at most WIRE_MAX_FDS - 10 */

@@ -407,11 +407,12 @@ static enum pool_step pool_save_round(struct pool *p, uint64_t *event_ids,
 
 /* Enters s (PAUSING_UNMAP or PAUSING_UNDO): every mapper unmaps (one that
  * has nothing mapped acks at once). The content is saved or not kept, so
- * the daemon lets go of its chunk fds now and the last mapper to unmap
- * frees the memory in its own process, the driver's fast path (on the
- * H200 a 16 GiB pause took 10 ms when the daemon's close freed it, 7 ms
- * in-process); the bytes stay counted until PAUSED, as a mapper late to
- * unmap still holds them. */
+ * the daemon lets go of its chunks now (their fds, or the handles holding
+ * them where an idle pool let the fds go: fd_drop.h) and the last mapper
+ * to unmap frees the memory in its own process, the driver's fast path
+ * (on the H200 a 16 GiB pause took 10 ms when the daemon's close freed
+ * it, 7 ms in-process); the bytes stay counted until PAUSED, as a mapper
+ * late to unmap still holds them. */
 static enum pool_step pool_unmap_round(struct pool *p, struct backend *b,
 				       uint64_t *event_ids,
 				       struct pool_next *next, enum pool_state s)

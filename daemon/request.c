@@ -100,9 +100,10 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 	session_reply(s, &resp, NULL, 0);
 }
 
-/* Replies with the pool and, when active, its chunk fds and the backup. */
-static void reply_pool(const struct backend *b, struct session *s,
-		       uint64_t id, struct pool *p)
+/* Replies with the pool and, when active, its chunk fds (made again where
+ * an idle pool let them go: fd_drop.h) and the backup. */
+static void reply_pool(struct backend *b, struct session *s, uint64_t id,
+		       struct pool *p)
 {
 	const struct mapper *me = pool_mapper_find(p, s);
 	Vram__Response resp = VRAM__RESPONSE__INIT;
@@ -112,6 +113,16 @@ static void reply_pool(const struct backend *b, struct session *s,
 	struct chunk_list l;
 	unsigned n = p->state == POOL_ACTIVE ? p->n_chunks : 0, nfds = n;
 
+	for (unsigned i = 0; i < n; i++) {
+		int fd = backend_chunk_fd(b, p->device, &p->chunks[i]);
+		if (fd < 0) {
+			session_reply_error(s, id, -fd,
+					    "cannot export chunk %u of pool "
+					    "%s again: %s",
+					    i, p->name, strerror(-fd));
+			return;
+		}
+	}
 	if (chunk_list_make(&l, p, 0, n, 1) < 0) {
 		session_reply_error(s, id, ENOMEM, "out of memory");
 		return;

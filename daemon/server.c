@@ -50,6 +50,7 @@ static void server_sync(void)
 	if (!server_stored || server_answer_stateless)
 		return;
 	fdstore_sync(&server_stored->store, &server_stored->node);
+	fd_drop_note(&server_stored->fd_drop);
 	node_release_backups(&server_stored->node);
 }
 
@@ -749,6 +750,13 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		 * restart wait in its backlog instead of being refused. */
 		fdstore_put(&srv->store, "vramd-listen", srv->listen_fd);
 	}
+	/* The fd store keeps the chunk fds themselves: they stay. */
+	unsigned idle_ms = srv->store.on ? 0 : cfg->chunk_fd_idle_ms;
+	fd_drop_init(&srv->fd_drop, loop, &srv->node, idle_ms);
+	if (idle_ms)
+		log_info("active pools' chunks let their fds go after %u ms "
+			 "idle (chunk_fd_idle_ms)",
+			 idle_ms);
 	server_stored = srv;
 	session_before_send = server_sync;
 	fdstore_sync(&srv->store, &srv->node);
@@ -848,6 +856,7 @@ int server_run(struct server *srv)
 	signal(SIGINT, SIG_IGN);
 	uv_close((uv_handle_t *)&srv->watchdog, NULL);
 	uv_close((uv_handle_t *)&srv->status_timer, NULL);
+	fd_drop_close(&srv->fd_drop);
 	metrics_stop(&srv->metrics);
 	/* Runs the close callbacks (sessions, transitions' timers). */
 	uv_run(srv->loop, UV_RUN_DEFAULT);

@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "config.h"
 #include "metrics.h"
+#include "fd_drop.h"
 #include "fdstore.h"
 #include "io.h"
 #include "lane.h"
@@ -57,6 +58,7 @@ struct server {
 	bool stopping;
 
 	struct fdstore store; /* systemd's fd store (fdstore.h) */
+	struct fd_drop fd_drop; /* idle active chunks' fds (fd_drop.h) */
 	struct recover recover; /* what the last vramd left (recover.h) */
 };
 

@@ -150,9 +150,38 @@ int backend_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 	return 0;
 }
 
+bool backend_chunk_held(const struct chunk *c)
+{
+	return c->fd >= 0 || c->handle != 0;
+}
+
+int backend_chunk_fd(struct backend *b, unsigned dev, struct chunk *c)
+{
+	if (c->fd >= 0)
+		return c->fd;
+	if (!c->handle || !b->ops->chunk_export)
+		return -EBADF;
+	int r = b->ops->chunk_export(b, dev, c);
+	if (r < 0)
+		return r;
+	c->serial = ++b->chunk_gen;
+	return c->fd;
+}
+
+bool backend_chunk_unexport(struct backend *b, unsigned dev, struct chunk *c)
+{
+	if (c->fd < 0 || !c->handle || !b->ops->chunk_unexport)
+		return false;
+	b->ops->chunk_unexport(b, dev, c);
+	b->chunk_gen++;
+	c->fd = -1;
+	c->serial = 0;
+	return true;
+}
+
 void backend_chunk_unref(struct backend *b, unsigned dev, struct chunk *c)
 {
-	if (c->fd < 0)
+	if (!backend_chunk_held(c))
 		return;
 	b->ops->chunk_release(b, dev, c);
 	b->chunk_gen++;

@@ -3,10 +3,14 @@
  * Nothing above this interface knows which backend runs. The client's side
  * (importing, mapping, copying) is libvram/vmm/vmm.h.
  *
- * A chunk is one physical allocation, exported as a POSIX fd. The fd is the
- * daemon's reference: the memory stays allocated while the daemon holds the
- * fd or any client holds an import or mapping of it, and returns to the
- * device when all of them are gone.
+ * A chunk is one physical allocation, exported as a POSIX fd. The fd, and
+ * where the backend keeps one the driver's handle, are the daemon's
+ * reference: the memory stays allocated while the daemon holds either or
+ * any client holds an import or mapping of it, and returns to the device
+ * when all of them are gone. A backend with a handle can let the fd go
+ * while the handle holds the chunk (chunk_unexport: the daemon does it to
+ * active pools once the node is idle, docs/gpu.md, "What a pause's free
+ * costs") and make it again when a chunk must be sent (chunk_export).
  */
 #ifndef VRAMD_BACKEND_H
 #define VRAMD_BACKEND_H
@@ -29,7 +33,8 @@ struct chunk {
 	uint64_t offset;  /* in the pool's range; set by the pool */
 	uint64_t size;
 	int fd;           /* exported handle, owned by the daemon, or -1 */
-	uintptr_t handle; /* backend-private, 0 if unused */
+	uintptr_t handle; /* backend-private, 0 if unused; with fd -1, the
+			   * daemon's whole reference */
 	bool counted;     /* its bytes count in used_bytes: until released */
 	/* Which creation made fd (backend_chunk_create numbers them from 1),
 	 * so that the fd store knows an fd number for the same file without
@@ -60,8 +65,17 @@ struct backend_ops {
 	 * device is full; nothing is held on failure. Never waits for
 	 * releases under way: call settle first where they must count. */
 	int (*chunk_create)(struct backend *b, unsigned dev, struct chunk *c);
-	/* Drops the daemon's reference: closes c->fd and sets it to -1. */
+	/* Drops the daemon's reference: closes c->fd (if any) and releases
+	 * c->handle (if any), and sets them to -1 and 0. */
 	void (*chunk_release)(struct backend *b, unsigned dev, struct chunk *c);
+	/* Optional: lets go of c->fd (c->fd >= 0, c->handle set) while
+	 * c->handle holds the chunk, and sets c->fd to -1. The close frees
+	 * nothing, but tears down the export, which takes the driver some
+	 * time (0.6-0.8 ms on the H200): settle waits for it too. */
+	void (*chunk_unexport)(struct backend *b, unsigned dev, struct chunk *c);
+	/* With chunk_unexport: makes c->fd (CLOEXEC) again from c->handle.
+	 * Returns 0 or -errno (c->fd stays -1). */
+	int (*chunk_export)(struct backend *b, unsigned dev, struct chunk *c);
 	/* Optional: the processes using dev. Returns the count and *out
 	 * (free()), or -errno. NULL when the backend cannot tell. */
 	int (*processes)(struct backend *b, unsigned dev,
@@ -114,6 +128,14 @@ void backend_chunk_release(struct backend *b, unsigned dev, struct chunk *c);
  * still hold the memory (a pause in progress). backend_chunk_release()
  * later uncounts them. */
 void backend_chunk_unref(struct backend *b, unsigned dev, struct chunk *c);
+/* Does the daemon hold c (by its fd or its handle)? */
+bool backend_chunk_held(const struct chunk *c);
+/* c's fd, made again from its handle if it was let go. Returns the fd or
+ * -errno (-EBADF: c is not held). */
+int backend_chunk_fd(struct backend *b, unsigned dev, struct chunk *c);
+/* Lets go of c's fd where its handle holds it (the backend's
+ * chunk_unexport); true if it did. */
+bool backend_chunk_unexport(struct backend *b, unsigned dev, struct chunk *c);
 int backend_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 		     uint64_t *total_bytes);
 /* Sum of the free bytes of every device, as they read now. */

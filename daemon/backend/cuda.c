@@ -8,18 +8,24 @@
  * the memory it brokers. Free memory comes from NVML, which needs no
  * context either.
  *
- * A chunk's creating handle is released right after export: the fd is the
- * daemon's whole reference. The driver frees the memory when the last fd,
- * import and mapping of it are gone, in any process; the daemon's close is
- * usually that last one at a pause, and it costs ~0.5-0.8 ms per GiB. The
- * closes are therefore handed to a few threads (closing different chunks in
- * parallel was faster). Waiting for them is the settle operation, which
- * the daemon runs off its loop before it reads free memory for a reply or
- * makes chunks; shutdown waits for them too. Keeping the creating handle
- * and releasing it after the fd's close was tried and measured no faster:
- * a 1 GiB pause took as long, its ~1.2 ms of freeing moving between the
- * mapper's ack and the daemon's wait (docs/gpu.md, "What a pause's free
- * costs").
+ * A chunk's creating handle is kept beside its exported fd. The driver
+ * frees the memory when the last fd, handle, import and mapping of it are
+ * gone, in any process. Closing the fd costs the driver 0.6-0.8 ms a chunk
+ * whatever its size (tearing down the export: bench/export_probe.py's
+ * close-mapped), where releasing the handle costs ~0.03 ms; a pause that
+ * closes the fd while its mapper unmaps pays both, serially. So once the
+ * node is idle the daemon lets the fds of active pools' chunks go
+ * (chunk_unexport; fd_drop.c), the handle holding each chunk, and a later
+ * pause releases only the handle before the mapper's unmap frees the
+ * memory (docs/gpu.md, "What a pause's free costs"). A chunk that must be
+ * sent again is exported again (chunk_export). A chunk recovered from the
+ * fd store has no handle: its fd is its whole reference.
+ *
+ * Releases and unexports are handed to a few threads (releasing different
+ * chunks in parallel was faster): the fd is closed first, then the handle
+ * released. Waiting for them is the settle operation, which the daemon
+ * runs off its loop before it reads free memory for a reply or makes
+ * chunks; shutdown waits for them too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,21 +44,28 @@
 #include "nvml.h"
 #include "thread.h"
 
-#define CLOSER_MAX_THREADS 16
-#define CLOSER_DEFAULT_THREADS 4
+#define RELEASER_MAX_THREADS 16
+#define RELEASER_DEFAULT_THREADS 4
 
-/* fds whose close is the driver's free, closed by a few threads. */
-struct closer {
+/* A chunk's references, whose drop is the driver's free. */
+struct release {
+	int fd;
+	CUmemGenericAllocationHandle handle; /* 0: none (a recovered chunk) */
+};
+
+/* Chunks' releases, run by a few threads. */
+struct releaser {
+	const struct cuda_driver *cu;
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* fds queued or stopping */
-	pthread_cond_t idle; /* queue empty and nothing being closed */
-	int *fds;
+	pthread_cond_t work; /* releases queued or stopping */
+	pthread_cond_t idle; /* queue empty and nothing being released */
+	struct release *q;
 	size_t n, cap;
-	unsigned busy;	    /* closes in progress */
+	unsigned busy;	    /* releases in progress */
 	unsigned n_threads; /* wanted; started on the first release */
 	unsigned started;
 	int stop;
-	pthread_t threads[CLOSER_MAX_THREADS];
+	pthread_t threads[RELEASER_MAX_THREADS];
 };
 
 struct cuda_backend {
@@ -66,7 +79,7 @@ struct cuda_backend {
 	 * weights, say). */
 	bool rdma[BACKEND_MAX_DEVICES];
 	int warned_no_nvml;
-	struct closer closer;
+	struct releaser releaser;
 	struct cuda_pump *pump; /* NULL: none (VRAM_CUDA_PUMP_MS=0) */
 };
 
@@ -75,116 +88,133 @@ static struct cuda_backend *cuda_of(struct backend *b)
 	return (struct cuda_backend *)b;
 }
 
-/* ---- closing chunk fds ---------------------------------------------------- */
+/* ---- releasing chunks ------------------------------------------------------ */
 
-static void *closer_main(void *arg)
+/* The fd first, then the handle. */
+static void release_run(const struct cuda_driver *cu, struct release rel)
 {
-	struct closer *cl = arg;
+	if (rel.fd >= 0)
+		close(rel.fd);
+	if (!rel.handle)
+		return;
+	CUresult cr = cu->cuMemRelease(rel.handle);
+	if (cr != CUDA_SUCCESS)
+		log_err("cuda: cuMemRelease of a chunk: %s (its memory may stay "
+			"allocated until vramd exits)",
+			cuda_strerror(cu, cr));
+}
 
-	pthread_mutex_lock(&cl->lock);
+static void *releaser_main(void *arg)
+{
+	struct releaser *rl = arg;
+
+	pthread_mutex_lock(&rl->lock);
 	for (;;) {
-		while (cl->n == 0 && !cl->stop)
-			pthread_cond_wait(&cl->work, &cl->lock);
-		if (cl->n == 0)
+		while (rl->n == 0 && !rl->stop)
+			pthread_cond_wait(&rl->work, &rl->lock);
+		if (rl->n == 0)
 			break;
-		int fd = cl->fds[--cl->n];
-		cl->busy++;
-		pthread_mutex_unlock(&cl->lock);
-		close(fd);
-		pthread_mutex_lock(&cl->lock);
-		cl->busy--;
-		if (cl->n == 0 && cl->busy == 0)
-			pthread_cond_broadcast(&cl->idle);
+		struct release rel = rl->q[--rl->n];
+		rl->busy++;
+		pthread_mutex_unlock(&rl->lock);
+		release_run(rl->cu, rel);
+		pthread_mutex_lock(&rl->lock);
+		rl->busy--;
+		if (rl->n == 0 && rl->busy == 0)
+			pthread_cond_broadcast(&rl->idle);
 	}
-	pthread_mutex_unlock(&cl->lock);
+	pthread_mutex_unlock(&rl->lock);
 	return NULL;
 }
 
-static void closer_init(struct closer *cl, unsigned n_threads)
+static void releaser_init(struct releaser *rl, const struct cuda_driver *cu,
+			  unsigned n_threads)
 {
-	memset(cl, 0, sizeof(*cl));
-	pthread_mutex_init(&cl->lock, NULL);
-	pthread_cond_init(&cl->work, NULL);
-	pthread_cond_init(&cl->idle, NULL);
-	cl->n_threads =
-		n_threads > CLOSER_MAX_THREADS ? CLOSER_MAX_THREADS : n_threads;
+	memset(rl, 0, sizeof(*rl));
+	rl->cu = cu;
+	pthread_mutex_init(&rl->lock, NULL);
+	pthread_cond_init(&rl->work, NULL);
+	pthread_cond_init(&rl->idle, NULL);
+	rl->n_threads =
+		n_threads > RELEASER_MAX_THREADS ? RELEASER_MAX_THREADS : n_threads;
 }
 
 /* Starts the threads (lock held). Signals stay with the main thread, where
  * libuv handles them. */
-static void closer_start(struct closer *cl)
+static void releaser_start(struct releaser *rl)
 {
-	while (cl->started < cl->n_threads) {
-		int r = thread_start_unsignalled(&cl->threads[cl->started],
-						 NULL, closer_main, cl);
+	while (rl->started < rl->n_threads) {
+		int r = thread_start_unsignalled(&rl->threads[rl->started],
+						 NULL, releaser_main, rl);
 		if (r != 0) {
 			log_warn("cuda: cannot start a release thread: %s",
 				 strerror(r));
 			break;
 		}
-		cl->started++;
+		rl->started++;
 	}
-	/* Asked once: with none started, fds are closed inline from now on. */
-	cl->n_threads = cl->started;
+	/* Asked once: with none started, chunks are released inline from
+	 * now on. */
+	rl->n_threads = rl->started;
 }
 
-/* Takes ownership of fd and closes it soon. */
-static void closer_push(struct closer *cl, int fd)
+/* Takes ownership of rel's references and drops them soon. */
+static void releaser_push(struct releaser *rl, struct release rel)
 {
-	pthread_mutex_lock(&cl->lock);
-	if (cl->started < cl->n_threads)
-		closer_start(cl);
-	if (cl->started == 0)
-		goto inline_close;
-	if (cl->n == cl->cap) {
-		size_t cap = cl->cap ? 2 * cl->cap : 64;
-		int *fds = realloc(cl->fds, cap * sizeof(*fds));
-		if (!fds)
-			goto inline_close;
-		cl->fds = fds;
-		cl->cap = cap;
+	pthread_mutex_lock(&rl->lock);
+	if (rl->started < rl->n_threads)
+		releaser_start(rl);
+	if (rl->started == 0)
+		goto inline_release;
+	if (rl->n == rl->cap) {
+		size_t cap = rl->cap ? 2 * rl->cap : 64;
+		struct release *q = realloc(rl->q, cap * sizeof(*q));
+		if (!q)
+			goto inline_release;
+		rl->q = q;
+		rl->cap = cap;
 	}
-	cl->fds[cl->n++] = fd;
-	pthread_cond_signal(&cl->work);
-	pthread_mutex_unlock(&cl->lock);
+	rl->q[rl->n++] = rel;
+	pthread_cond_signal(&rl->work);
+	pthread_mutex_unlock(&rl->lock);
 	return;
 
-inline_close:
-	pthread_mutex_unlock(&cl->lock);
-	close(fd);
+inline_release:
+	pthread_mutex_unlock(&rl->lock);
+	release_run(rl->cu, rel);
 }
 
-/* Returns when every fd pushed so far is closed. Any thread. */
-static void closer_drain(struct closer *cl)
+/* Returns when every release pushed so far is done. Any thread. */
+static void releaser_drain(struct releaser *rl)
 {
-	pthread_mutex_lock(&cl->lock);
-	while (cl->n > 0 || cl->busy > 0)
-		pthread_cond_wait(&cl->idle, &cl->lock);
-	pthread_mutex_unlock(&cl->lock);
+	pthread_mutex_lock(&rl->lock);
+	while (rl->n > 0 || rl->busy > 0)
+		pthread_cond_wait(&rl->idle, &rl->lock);
+	pthread_mutex_unlock(&rl->lock);
 }
 
-/* Is nothing queued or being closed? */
-static bool closer_idle(struct closer *cl)
+/* Is nothing queued or being released? */
+static bool releaser_idle(struct releaser *rl)
 {
-	pthread_mutex_lock(&cl->lock);
-	bool idle = cl->n == 0 && cl->busy == 0;
-	pthread_mutex_unlock(&cl->lock);
+	pthread_mutex_lock(&rl->lock);
+	bool idle = rl->n == 0 && rl->busy == 0;
+	pthread_mutex_unlock(&rl->lock);
 	return idle;
 }
 
-static void closer_destroy(struct closer *cl)
+static void releaser_destroy(struct releaser *rl)
 {
-	pthread_mutex_lock(&cl->lock);
-	cl->stop = 1;
-	pthread_cond_broadcast(&cl->work);
-	pthread_mutex_unlock(&cl->lock);
-	/* The threads close what is queued before they see stop. */
-	for (unsigned i = 0; i < cl->started; i++)
-		pthread_join(cl->threads[i], NULL);
-	free(cl->fds);
-	pthread_cond_destroy(&cl->idle);
-	pthread_cond_destroy(&cl->work);
-	pthread_mutex_destroy(&cl->lock);
+	pthread_mutex_lock(&rl->lock);
+	rl->stop = 1;
+	pthread_cond_broadcast(&rl->work);
+	pthread_mutex_unlock(&rl->lock);
+	/* The threads release what is queued before they see stop. */
+	for (unsigned i = 0; i < rl->started; i++)
+		pthread_join(rl->threads[i], NULL);
+	free(rl->q);
+	pthread_cond_destroy(&rl->idle);
+	pthread_cond_destroy(&rl->work);
+	pthread_mutex_destroy(&rl->lock);
 }
 
 /* ---- backend operations ------------------------------------------------ */
@@ -205,7 +235,7 @@ static void cuda_destroy(struct backend *b)
 	struct cuda_backend *cb = cuda_of(b);
 
 	cuda_pump_close(cb->pump);
-	closer_destroy(&cb->closer);
+	releaser_destroy(&cb->releaser);
 	nvml_close(cb->nvml);
 	/* libcuda stays loaded: its threads outlive any dlclose. */
 	free(cb);
@@ -235,6 +265,17 @@ static int cuda_mem_info(struct backend *b, unsigned dev, uint64_t *free_bytes,
 	return 0;
 }
 
+/* Releases the handle of a chunk that was not made after all. */
+static void cuda_handle_release(const struct cuda_driver *cu,
+				CUmemGenericAllocationHandle h, uint64_t size)
+{
+	CUresult cr = cu->cuMemRelease(h);
+	if (cr != CUDA_SUCCESS)
+		log_err("cuda: cuMemRelease: %s (%llu MiB stay allocated until "
+			"vramd exits)",
+			cuda_strerror(cu, cr), (unsigned long long)(size >> 20));
+}
+
 static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 			   struct chunk *c)
 {
@@ -258,17 +299,10 @@ static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 	}
 	cr = cu->cuMemExportToShareableHandle(
 		&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-	/* The fd (if any) now holds the allocation; the handle is not needed,
-	 * and if export failed this release frees the memory. */
-	CUresult rr = cu->cuMemRelease(h);
-	if (rr != CUDA_SUCCESS)
-		log_err("cuda: cuMemRelease after export: %s (%llu MiB stay "
-			"allocated until vramd exits)",
-			cuda_strerror(cu, rr),
-			(unsigned long long)(c->size >> 20));
 	if (cr != CUDA_SUCCESS) {
 		log_err("cuda: cuMemExportToShareableHandle: %s",
 			cuda_strerror(cu, cr));
+		cuda_handle_release(cu, h, c->size);
 		return cuda_errno(cr);
 	}
 	flags = fcntl(fd, F_GETFD);
@@ -276,10 +310,11 @@ static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 		int r = -errno;
 		log_err("cuda: exported fd %d: %s", fd, strerror(errno));
 		close(fd);
+		cuda_handle_release(cu, h, c->size);
 		return r;
 	}
 	c->fd = fd;
-	c->handle = 0;
+	c->handle = (uintptr_t)h;
 	return 0;
 }
 
@@ -303,20 +338,60 @@ static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 
 static void cuda_chunk_release(struct backend *b, unsigned dev UNUSED, struct chunk *c)
 {
-	closer_push(&cuda_of(b)->closer, c->fd);
+	struct release rel = { .fd = c->fd,
+			       .handle = (CUmemGenericAllocationHandle)c->handle };
+
+	releaser_push(&cuda_of(b)->releaser, rel);
 	c->fd = -1;
+	c->handle = 0;
+}
+
+/* The fd's close, on the release threads: the handle holds the chunk. */
+static void cuda_chunk_unexport(struct backend *b, unsigned dev UNUSED,
+				struct chunk *c)
+{
+	struct release rel = { .fd = c->fd, .handle = 0 };
+
+	releaser_push(&cuda_of(b)->releaser, rel);
+	c->fd = -1;
+}
+
+static int cuda_chunk_export(struct backend *b, unsigned dev UNUSED,
+			     struct chunk *c)
+{
+	const struct cuda_driver *cu = &cuda_of(b)->cu;
+	int fd = -1;
+	CUresult cr = cu->cuMemExportToShareableHandle(
+		&fd, (CUmemGenericAllocationHandle)c->handle,
+		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+
+	if (cr != CUDA_SUCCESS) {
+		log_err("cuda: cuMemExportToShareableHandle of a %llu MiB chunk "
+			"again: %s",
+			(unsigned long long)(c->size >> 20),
+			cuda_strerror(cu, cr));
+		return cuda_errno(cr);
+	}
+	int flags = fcntl(fd, F_GETFD);
+	if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	c->fd = fd;
+	return 0;
 }
 
 /* Chunks released a moment ago must show as free, and be free before
  * the daemon asks the device again. */
 static void cuda_settle(struct backend *b)
 {
-	closer_drain(&cuda_of(b)->closer);
+	releaser_drain(&cuda_of(b)->releaser);
 }
 
 static bool cuda_settled(struct backend *b)
 {
-	return closer_idle(&cuda_of(b)->closer);
+	return releaser_idle(&cuda_of(b)->releaser);
 }
 
 static void cuda_pump_set_op(struct backend *b, unsigned dev, bool on)
@@ -359,6 +434,8 @@ static const struct backend_ops cuda_ops = {
 	.mem_info = cuda_mem_info,
 	.chunk_create = cuda_chunk_create,
 	.chunk_release = cuda_chunk_release,
+	.chunk_unexport = cuda_chunk_unexport,
+	.chunk_export = cuda_chunk_export,
 	.processes = cuda_processes,
 	.settle = cuda_settle,
 	.settled = cuda_settled,
@@ -444,12 +521,12 @@ static unsigned cuda_release_threads(void)
 {
 	const char *bad;
 	unsigned v = env_unsigned("VRAM_CUDA_RELEASE_THREADS",
-				  CLOSER_DEFAULT_THREADS, 0, CLOSER_MAX_THREADS,
+				  RELEASER_DEFAULT_THREADS, 0, RELEASER_MAX_THREADS,
 				  &bad);
 
 	if (bad)
 		log_warn("cuda: VRAM_CUDA_RELEASE_THREADS=%s ignored (0-%d)", bad,
-			 CLOSER_MAX_THREADS);
+			 RELEASER_MAX_THREADS);
 	return v;
 }
 
@@ -522,7 +599,7 @@ int backend_cuda_open(const struct backend_config *cfg UNUSED, struct backend **
 		free(cb);
 		return r;
 	}
-	closer_init(&cb->closer, cuda_release_threads());
+	releaser_init(&cb->releaser, &cb->cu, cuda_release_threads());
 	*out = &cb->base;
 	return 0;
 }

@@ -2,10 +2,13 @@
 /* The daemon's CUDA backend without a GPU: what happens when the driver is
  * absent or unusable, and its chunk handling against a fake driver
  * (tests/unit/cuda_fake/): fds exported CLOEXEC, the creating handle
- * released at once, errors mapped, releases closed by threads and awaited
+ * kept beside the fd until the release, errors mapped, releases run by
+ * threads and awaited
  * by the settle operation (which the daemon runs off its loop). On a machine with a GPU, the real driver's
  * devices are checked too. */
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -264,7 +267,7 @@ TEST(fake_unusable_driver_is_enodev)
 	ASSERT(b == NULL);
 }
 
-TEST(fake_chunk_fd_is_the_only_reference)
+TEST(fake_chunk_holds_its_fd_and_handle_until_released)
 {
 	struct backend *b = fake_open();
 	struct chunk c = { .size = 4 * GRAN, .fd = -1 };
@@ -274,20 +277,117 @@ TEST(fake_chunk_fd_is_the_only_reference)
 	ASSERT_OK(backend_chunk_create(b, 0, &c));
 	ASSERT(c.fd >= 0);
 	ASSERT_EQ(fcntl(c.fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
-	/* The creating handle was released: only the fd holds the memory. */
-	ASSERT_EQ(fake_count("handles"), 0);
-	ASSERT_EQ(harness_count_fds(0), fds + 1);
+	/* The creating handle is kept beside the fd: its release, after the
+	 * fd's close, is the one that frees. */
+	ASSERT_EQ(fake_count("handles"), 1);
+	ASSERT(c.handle != 0);
+	/* The fd, and the fake handle's memfd (the driver's costs no fd). */
+	ASSERT_EQ(harness_count_fds(0), fds + 2);
 	ASSERT_UEQ(b->devices[0].used_bytes, 4 * GRAN);
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
 	ASSERT_UEQ(free_b, total - 4 * GRAN);
 	backend_chunk_release(b, 0, &c);
 	ASSERT_EQ(c.fd, -1);
+	ASSERT(c.handle == 0);
 	/* settle waits for the release threads. */
 	backend_settle(b);
 	ASSERT(backend_settled(b));
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
 	ASSERT_UEQ(free_b, total);
 	ASSERT_EQ(harness_count_fds(0), fds);
+	ASSERT_EQ(fake_count("handles"), 0);
+	backend_destroy(b);
+}
+
+/* A chunk whose fd is let go stays allocated by its handle, and is
+ * exported again as the same memory; its release frees it. A chunk with
+ * no handle (one recovered from the fd store) keeps its fd. */
+TEST(fake_chunk_unexported_is_held_by_its_handle)
+{
+	struct backend *b = fake_open();
+	struct chunk c = { .size = 2 * GRAN, .fd = -1 };
+	int fds = harness_count_fds(0);
+	uint64_t free_b, total;
+	struct stat st, st2;
+
+	ASSERT_OK(backend_chunk_create(b, 0, &c));
+	ASSERT_OK(fstat(c.fd, &st));
+	int *m = mmap(NULL, c.size, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
+	ASSERT(m != MAP_FAILED);
+	m[0] = 42;
+	munmap(m, c.size);
+	uint64_t gen = b->chunk_gen;
+	ASSERT(backend_chunk_unexport(b, 0, &c));
+	ASSERT_EQ(c.fd, -1);
+	ASSERT(c.handle != 0);
+	ASSERT(backend_chunk_held(&c));
+	ASSERT(b->chunk_gen != gen);
+	backend_settle(b);
+	/* The fake handle's memfd alone; the bytes still in use. */
+	ASSERT_EQ(harness_count_fds(0), fds + 1);
+	ASSERT_EQ(fake_count("handles"), 1);
+	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_UEQ(free_b, total - 2 * GRAN);
+	/* Twice: nothing more to let go. */
+	ASSERT(!backend_chunk_unexport(b, 0, &c));
+
+	int fd = backend_chunk_fd(b, 0, &c);
+	ASSERT(fd >= 0);
+	ASSERT_EQ(c.fd, fd);
+	ASSERT_EQ(fcntl(fd, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+	ASSERT_OK(fstat(fd, &st2));
+	ASSERT_UEQ(st2.st_ino, st.st_ino);
+	m = mmap(NULL, c.size, PROT_READ, MAP_SHARED, fd, 0);
+	ASSERT(m != MAP_FAILED);
+	ASSERT_EQ(m[0], 42);
+	munmap(m, c.size);
+	/* Held: the same fd, no second export. */
+	ASSERT_EQ(backend_chunk_fd(b, 0, &c), fd);
+
+	/* Let go again, then released: all of it back. */
+	ASSERT(backend_chunk_unexport(b, 0, &c));
+	backend_chunk_release(b, 0, &c);
+	ASSERT(!backend_chunk_held(&c));
+	ASSERT_EQ(backend_chunk_fd(b, 0, &c), -EBADF);
+	backend_settle(b);
+	ASSERT_EQ(harness_count_fds(0), fds);
+	ASSERT_EQ(fake_count("handles"), 0);
+	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_UEQ(free_b, total);
+
+	/* No handle (as a chunk recovered from the fd store): the fd
+	 * stays. */
+	struct chunk r = { .size = 2 * GRAN,
+			   .fd = memfd_create("recovered", MFD_CLOEXEC) };
+	ASSERT(r.fd >= 0);
+	ASSERT(!backend_chunk_unexport(b, 0, &r));
+	ASSERT(r.fd >= 0);
+	backend_chunk_release(b, 0, &r);
+	ASSERT_EQ(r.fd, -1);
+	backend_settle(b);
+	ASSERT_EQ(harness_count_fds(0), fds);
+	backend_destroy(b);
+}
+
+/* A re-export that the driver refuses is an error, and the chunk stays
+ * held by its handle. */
+TEST(fake_export_again_failure_keeps_the_chunk)
+{
+	struct backend *b = fake_open();
+	struct chunk c = { .size = 2 * GRAN, .fd = -1 };
+	int fds = harness_count_fds(0);
+
+	ASSERT_OK(backend_chunk_create(b, 0, &c));
+	ASSERT(backend_chunk_unexport(b, 0, &c));
+	fake_fail("cuMemExportToShareableHandle", CUDA_ERROR_OUT_OF_MEMORY);
+	ASSERT_EQ(backend_chunk_fd(b, 0, &c), -ENOMEM);
+	ASSERT_EQ(c.fd, -1);
+	ASSERT(backend_chunk_held(&c));
+	ASSERT(backend_chunk_fd(b, 0, &c) >= 0);
+	backend_chunk_release(b, 0, &c);
+	backend_settle(b);
+	ASSERT_EQ(harness_count_fds(0), fds);
+	ASSERT_EQ(fake_count("handles"), 0);
 	backend_destroy(b);
 }
 
@@ -328,19 +428,25 @@ static void release_many(unsigned threads)
 		c[i] = (struct chunk){ .size = GRAN, .fd = -1 };
 		ASSERT_OK(backend_chunk_create(b, 0, &c[i]));
 	}
-	ASSERT_EQ(harness_count_fds(0), fds + 64);
+	/* The 64 exported fds, and the fake's handles (each holds its memfd
+	 * open, where the driver's costs no fd). */
+	ASSERT_EQ(fake_count("handles"), 64);
+	ASSERT_EQ(harness_count_fds(0), fds + 64 + 64);
 	for (int i = 0; i < 64; i++)
 		backend_chunk_release(b, 0, &c[i]);
 	ASSERT_UEQ(b->used_bytes, 0);
 	backend_settle(b);
 	ASSERT(backend_settled(b));
 	ASSERT_OK(backend_mem_info(b, 0, &free_b, &total));
+	ASSERT_UEQ(free_b, total);
 	ASSERT_EQ(harness_count_fds(0), fds);
+	ASSERT_EQ(fake_count("handles"), 0);
 	/* A create right after releases, then destroy with a release pending. */
 	ASSERT_OK(backend_chunk_create(b, 0, &c[0]));
 	backend_chunk_release(b, 0, &c[0]);
 	backend_destroy(b);
 	ASSERT_EQ(harness_count_fds(0), fds);
+	ASSERT_EQ(fake_count("handles"), 0);
 }
 
 TEST(fake_release_threads)

@@ -8,8 +8,10 @@
  * protocol, so that nothing in the test process holds the chunks and the
  * daemon's close is the last reference. And a session that breaks while
  * the daemon sends to it is closed from the loop, not the sender. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -67,9 +69,11 @@ static int peer_has_message(struct peer *p)
 	return p->rx.len > 0 || poll(&pf, 1, 0) == 1;
 }
 
-/* The next message. Fds that come with it are closed: this peer maps
- * nothing. wait_ms bounds a wait that only a stuck daemon makes long. */
-static Vram__ServerMsg *peer_recv(struct peer *p, int wait_ms, const char *what)
+/* The next message. Fds that come with it are closed (this peer maps
+ * nothing) but the first, which goes to *fd0 when fd0 is not NULL (-1 if
+ * none came). wait_ms bounds a wait that only a stuck daemon makes long. */
+static Vram__ServerMsg *peer_recv_fd(struct peer *p, int wait_ms,
+				     const char *what, int *fd0)
 {
 	struct wire_frame f;
 	for (;;) {
@@ -79,6 +83,11 @@ static Vram__ServerMsg *peer_recv(struct peer *p, int wait_ms, const char *what)
 		if (r == 1) {
 			Vram__ServerMsg *m = vram__server_msg__unpack(
 				NULL, f.len, f.payload);
+			if (fd0) {
+				*fd0 = f.nfds ? f.fds[0] : -1;
+				if (f.nfds)
+					f.fds[0] = -1;
+			}
 			wire_frame_clear(&f);
 			ASSERT(m);
 			return m;
@@ -91,6 +100,11 @@ static Vram__ServerMsg *peer_recv(struct peer *p, int wait_ms, const char *what)
 		r = wire_rx_read(&p->rx, p->fd);
 		ASSERT(r > 0 || r == -EAGAIN);
 	}
+}
+
+static Vram__ServerMsg *peer_recv(struct peer *p, int wait_ms, const char *what)
+{
+	return peer_recv_fd(p, wait_ms, what, NULL);
 }
 
 /* Waits for the response to id and returns its err. */
@@ -355,6 +369,163 @@ TEST(the_clearing_pump_runs_from_a_resume_until_nothing_is_paused)
 	ASSERT(strstr(harness_daemon_log(&d), "clearing pump on device 0 off"));
 
 	peer_close(&engine);
+	peer_close(&owner);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
+	cuda_fake_remove(so);
+}
+
+/* How many fds of process pid are the file with inode ino. */
+static int fds_of_inode(pid_t pid, ino_t ino)
+{
+	char dir[64], path[sizeof(dir) + 256 + 1];
+	int n = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	DIR *dp = opendir(dir);
+	ASSERT(dp);
+	for (struct dirent *e; (e = readdir(dp));) {
+		struct stat st;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (e->d_name[0] != '.' && stat(path, &st) == 0 &&
+		    st.st_ino == ino)
+			n++;
+	}
+	closedir(dp);
+	return n;
+}
+
+/* Waits up to 5 s for the daemon to hold want fds of ino. */
+static void daemon_fds_wait(ino_t ino, int want, const char *what)
+{
+	int n = -1;
+	for (int i = 0; i < 500 && (n = fds_of_inode(d.pid, ino)) != want; i++)
+		harness_msleep(10);
+	if (n != want)
+		TEST_FAIL("%s: vramd holds %d fds of the chunk, not %d\n%s",
+			  what, n, want, harness_daemon_log(&d));
+}
+
+/* Maps fd (size bytes) and checks or writes its first and last words. */
+static void chunk_pattern(int fd, size_t size, bool write, uint32_t v)
+{
+	uint32_t *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT(m != MAP_FAILED);
+	uint32_t *last = m + size / sizeof(*m) - 1;
+	if (write) {
+		*m = v;
+		*last = ~v;
+	} else {
+		ASSERT_UEQ(*m, v);
+		ASSERT_UEQ(*last, ~v);
+	}
+	munmap(m, size);
+}
+
+/* Idle, an active pool's chunks let their fds go (daemon/fd_drop.h): the
+ * fake's handle, one memfd fd in vramd, then holds each chunk alone. A
+ * client that opens the pool then is sent the chunk exported again, the
+ * same memory with what was written in it, and a pause still gives it
+ * all back. */
+TEST(idle_pools_let_their_chunk_fds_go_and_send_them_again)
+{
+	char so[64];
+	const size_t size = 4u << 20;
+
+	cuda_fake_build(so, sizeof(so));
+	setenv("VRAM_LIBCUDA", so, 1);
+	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	const char *const extra[] = { "--backend", "cuda", "--set",
+				      "chunk_fd_idle_ms=30", NULL };
+	int r = harness_daemon_start(&d, extra);
+	if (r < 0)
+		TEST_FAIL("cannot start vramd on the fake driver: %s",
+			  strerror(-r));
+	struct peer owner, other;
+	peer_connect(&owner);
+	peer_hello(&owner, "owner");
+	uint64_t pool_id = peer_create(&owner, "kv");
+
+	/* The owner writes into its chunk and lets go of its fd. */
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolGrow g = VRAM__POOL_GROW__INIT;
+	g.pool_id = pool_id;
+	g.bytes = size;
+	req.body_case = VRAM__REQUEST__BODY_POOL_GROW;
+	req.pool_grow = &g;
+	peer_send(&owner, &req);
+	int fd = -1;
+	Vram__ServerMsg *m = peer_recv_fd(&owner, 10000, "grow reply", &fd);
+	ASSERT_EQ(m->response->err, 0);
+	ASSERT_EQ(m->response->grow->n_chunks, 1);
+	vram__server_msg__free_unpacked(m, NULL);
+	ASSERT(fd >= 0);
+	struct stat st;
+	ASSERT_OK(fstat(fd, &st));
+	chunk_pattern(fd, size, true, 0x5eed1234);
+	close(fd);
+
+	/* The exported fd and the handle's memfd, then the handle's alone. */
+	daemon_fds_wait(st.st_ino, 1, "idle");
+	ASSERT(strstr(harness_daemon_log(&d),
+		      "let the fds of 1 chunk(s) of 1 active pool(s) go"));
+
+	/* Another client opens the pool: the chunk comes exported again. */
+	peer_connect(&other);
+	peer_hello(&other, "other");
+	Vram__PoolOpen o = VRAM__POOL_OPEN__INIT;
+	o.name = "kv";
+	req = (Vram__Request)VRAM__REQUEST__INIT;
+	req.body_case = VRAM__REQUEST__BODY_POOL_OPEN;
+	req.pool_open = &o;
+	peer_send(&other, &req);
+	fd = -1;
+	m = peer_recv_fd(&other, 10000, "open reply", &fd);
+	ASSERT_EQ(m->response->err, 0);
+	ASSERT_EQ(m->response->pool->n_chunks, 1);
+	vram__server_msg__free_unpacked(m, NULL);
+	ASSERT(fd >= 0);
+	struct stat st2;
+	ASSERT_OK(fstat(fd, &st2));
+	ASSERT_UEQ(st2.st_ino, st.st_ino);
+	chunk_pattern(fd, size, false, 0x5eed1234);
+	close(fd);
+	daemon_fds_wait(st.st_ino, 1, "idle again after the open");
+
+	/* A pause of it: both mappers ack; vramd holds nothing of it. */
+	uint64_t id = peer_transition(&owner, "kv", false);
+	peer_ack_event(&owner, VRAM__EVENT_KIND__EVENT_PAUSE);
+	peer_ack_event(&other, VRAM__EVENT_KIND__EVENT_PAUSE);
+	ASSERT_EQ(peer_response(&owner, id, "pause reply"), 0);
+	ASSERT_EQ(fds_of_inode(d.pid, st.st_ino), 0);
+	ASSERT_EQ(fds_of_inode(getpid(), st.st_ino), 0);
+
+	peer_close(&other);
+	peer_close(&owner);
+	ASSERT_EQ(harness_daemon_stop(&d), 0);
+	cuda_fake_remove(so);
+}
+
+/* chunk_fd_idle_ms 0: the fds stay, however long the pool is idle. */
+TEST(chunk_fds_stay_with_chunk_fd_idle_ms_0)
+{
+	char so[64];
+
+	cuda_fake_build(so, sizeof(so));
+	setenv("VRAM_LIBCUDA", so, 1);
+	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	const char *const extra[] = { "--backend", "cuda", "--set",
+				      "chunk_fd_idle_ms=0", NULL };
+	int r = harness_daemon_start(&d, extra);
+	if (r < 0)
+		TEST_FAIL("cannot start vramd on the fake driver: %s",
+			  strerror(-r));
+	struct peer owner;
+	peer_connect(&owner);
+	peer_hello(&owner, "owner");
+	peer_grow(&owner, peer_create(&owner, "kv"), 2u << 20);
+	harness_msleep(300);
+	ASSERT(!strstr(harness_daemon_log(&d), "let the fds of"));
+	ASSERT(!strstr(harness_daemon_log(&d), "chunk_fd_idle_ms"));
 	peer_close(&owner);
 	ASSERT_EQ(harness_daemon_stop(&d), 0);
 	cuda_fake_remove(so);

@@ -70,6 +70,9 @@ TEST(bad_settings_are_refused)
 	ASSERT_EQ(harness_wait(harness_spawn(a1), 5000), 2);
 	ASSERT_EQ(harness_wait(harness_spawn(a2), 5000), 2);
 	ASSERT_EQ(harness_wait(harness_spawn(a3), 5000), 1);
+	const char *const a5[] = { bin, "--set", "chunk_fd_idle_ms=3600001",
+				   NULL };
+	ASSERT_EQ(harness_wait(harness_spawn(a5), 5000), 2);
 
 	char path[] = "/tmp/vramd-conf-XXXXXX";
 	int fd = mkstemp(path);

@@ -24,10 +24,13 @@
  * a worker one of them.
  *
  * Freeing memory takes time on a real GPU (0.45-0.8 ms per GiB on the
- * H200), paid by whoever drops the last reference: usually vramd's close
- * of an exported fd. A process that preloads the fake
+ * H200), paid by whoever drops the last reference: the last mapper's
+ * unmap, or vramd's release of a chunk (its fd's close, then its creating
+ * handle's). A handle here holds its memfd open, so it costs the process
+ * an fd, where the driver's costs none. A process that preloads the fake
  * (LD_PRELOAD, besides VRAM_LIBCUDA) has its close() go through the fake,
- * which then charges FAKE_CUDA_RELEASE_US_PER_GIB for such a last close,
+ * cuMemRelease's included, which then charges
+ * FAKE_CUDA_RELEASE_US_PER_GIB for such a last close,
  * and with FAKE_CUDA_RELEASE_HOLD=FIFO first waits for one byte on that
  * fifo: a test holds a release for as long as it likes.
  */
