@@ -505,6 +505,55 @@ TEST(readonly_mapper_shares_weights)
 	gpu_daemon_stop();
 }
 
+/* Idle, the daemon lets its chunk fds go and the driver's handle holds
+ * the memory (daemon/fd_drop.h, chunk_fd_idle_ms 100 by default): this
+ * process's mapping keeps working, a reader that opens the pool then is
+ * sent the chunks exported again and reads what was written, and a pause
+ * still gives the device its memory back. */
+TEST(idle_pool_is_held_by_handle_and_sent_again)
+{
+	const uint64_t size = 1 * GiB;
+	const size_t n = 64 * MiB;
+	void *buf, *back;
+
+	gpu_require();
+	gpu_daemon_start();
+	vram_client *c = gpu_connect("engine");
+	uint64_t gran = granularity(c);
+	vram_pool *p = gpu_pool(c, "idle", VRAM_POLICY_DISCARD, size);
+	CU_OK(G.cu.cuMemAllocHost(&buf, n));
+	gpu_fill(buf, n, 21);
+	CU_OK(G.cu.cuMemcpyHtoD(vram_pool_base(p), buf, n));
+	CU_OK(G.cu.cuCtxSynchronize());
+	harness_msleep(500);
+	if (!strstr(harness_daemon_log(&gpu_daemon), "let the fds of"))
+		TEST_FAIL("the idle pool kept its fds\n%s",
+			  harness_daemon_log(&gpu_daemon));
+	back = malloc(n);
+	CU_OK(G.cu.cuMemcpyDtoH(back, vram_pool_base(p), n));
+	ASSERT_EQ(memcmp(back, buf, n), 0);
+	free(back);
+	struct role reader = role_spawn("reader", "idle");
+	role_expect(&reader, "read-ok", 60000);
+	char line[64];
+	ASSERT_OK(role_recv(reader.from_child, line, sizeof(line), 60000));
+	role_finish(&reader, "exit");
+	harness_msleep(500);
+	uint64_t mapped = gpu_free();
+	struct vram_report rep = VRAM_REPORT_INIT;
+	ASSERT_OK(vram_pool_pause(p, &rep));
+	print_report("pause after idle", &rep);
+	ASSERT_NEAR(gpu_free_near(mapped + size, gran) - mapped, size, gran);
+	ASSERT_NEAR(rep.free_after - rep.free_before, size, gran);
+	ASSERT_OK(vram_pool_resume(p, &rep));
+	CU_OK(G.cu.cuMemsetD32(vram_pool_base(p), 9, size / 4));
+	CU_OK(G.cu.cuCtxSynchronize());
+	CU_OK(G.cu.cuMemFreeHost(buf));
+	vram_pool_close(p);
+	vram_client_close(c);
+	gpu_daemon_stop();
+}
+
 /* Finds this process's audit row on device 0; 0 when NVML lists it. */
 static int audit_me(vram_client *c, struct vram_process_usage *me)
 {
