@@ -100,6 +100,15 @@ class TorchBackend:
     def sync(self):
         self.torch.cuda.synchronize()
 
+    def busy(self, ms):
+        """Keeps the device running for ms, as an engine does between its
+        wake and its next sleep: spin kernels (~0.1 ms each), one at a
+        time, so that nothing is queued past the end."""
+        end = time.perf_counter() + ms / 1000.0
+        while time.perf_counter() < end:
+            self.torch.cuda._sleep(200000)
+            self.torch.cuda.synchronize()
+
     def mem_free(self):
         return self.torch.cuda.mem_get_info()[0]
 
@@ -183,6 +192,11 @@ class RawBackend:
     def sync(self):
         self.drv.sync()
 
+    def busy(self, ms):
+        """As TorchBackend.busy: memsets of a 64 MiB scratch allocation,
+        one at a time, for ms."""
+        self.drv.busy(ms)
+
     def mem_free(self):
         return self.drv.mem_info()[0]
 
@@ -206,11 +220,14 @@ def timed(be, fn):
 # ---- workloads ----------------------------------------------------------------
 
 
-def engine_runs(spec):
+def engine_runs(be, spec):
     """The engine's time between a wake (or its first allocations) and
-    its next sleep: --run-ms, untimed (0: none)."""
+    its next sleep: --run-ms of work on the device, untimed (0: none).
+    Work, not sleep: an idle H200 slows down (a 64 GiB pause took 73 ms
+    after 200 ms idle against 31 back to back, through every backend;
+    docs/results/h200-2026-12-02-s11, run 4)."""
     if spec.get("run_ms"):
-        time.sleep(spec["run_ms"] / 1000.0)
+        be.busy(spec["run_ms"])
 
 
 def run_cycles(be, spec, res):
@@ -231,7 +248,7 @@ def run_cycles(be, spec, res):
             continue
         g = be.group(case.get("tag", case["name"]), sizes, case["backup"])
         for _ in range(spec["cycles"]):
-            engine_runs(spec)
+            engine_runs(be, spec)
             f0 = be.mem_free()
             c["pause_ms"].append(timed(be, g.pause))
             c["freed"].append(be.mem_free() - f0)
@@ -302,7 +319,7 @@ def run_rl(be, spec, res):
     res.d["engine_bytes"] = w.bytes + kv.bytes + (graph.bytes if graph else 0)
     res.save()
     for _ in range(spec["cycles"]):
-        engine_runs(spec)
+        engine_runs(be, spec)
         t = {}
         t["pause_kv"] = timed(be, kv.pause)
         t["pause_weights"] = timed(be, w.pause)

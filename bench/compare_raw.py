@@ -21,6 +21,7 @@ same allocations cost with nothing added, not the best any layout could do
 """
 
 import ctypes
+import time
 
 CU_MEM_ALLOCATION_TYPE_PINNED = 1
 CU_MEM_LOCATION_TYPE_DEVICE = 1
@@ -123,6 +124,19 @@ class Driver:
 
     def sync(self):
         self.check("cuCtxSynchronize")
+
+    def busy(self, ms):
+        """Keeps the device running for ms: memsets of a 64 MiB scratch
+        allocation (made on the first call), one at a time."""
+        n = 64 << 20
+        if not getattr(self, "scratch", None):
+            p = self.u64()
+            self.check("cuMemAlloc_v2", ctypes.byref(p), ctypes.c_size_t(n))
+            self.scratch = p.value
+        end = time.perf_counter() + ms / 1000.0
+        while time.perf_counter() < end:
+            self.check("cuMemsetD32_v2", self.u64(self.scratch), ctypes.c_uint(0), ctypes.c_size_t(n // 4))
+            self.sync()
 
     def round_up(self, n):
         g = self.granularity

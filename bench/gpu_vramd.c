@@ -21,9 +21,10 @@
  *                  [--allocs] [--label chunked] [--csv FILE]
  *                  [--run-ms 0]
  *
- * --run-ms idles that long before each pause, as an engine runs between
- * a wake and its next sleep (then the daemon has let its chunk fds go:
- * daemon/fd_drop.h); 0, the default, pauses right after the resume.
+ * --run-ms keeps the device writing the pool that long before each pause,
+ * as an engine runs between a wake and its next sleep (then the daemon has
+ * let its chunk fds go: daemon/fd_drop.h); 0, the default, pauses right
+ * after the resume. Work, not sleep: an idle H200 slows down.
  */
 #include "gpu_bench.h"
 #include "harness.h"
@@ -117,8 +118,11 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 
 	int bad = 0;
 	for (int c = 1; c <= cycles; c++) {
-		if (run_ms)
-			usleep(run_ms * 1000);
+		/* The fill's own pattern again, one memset at a time. */
+		for (double end = bench_now_ms() + run_ms; bench_now_ms() < end;) {
+			CU_CHECK(B.cuMemsetD32(base, 0x600d600d, mapped / 4));
+			CU_CHECK(B.cuCtxSynchronize());
+		}
 		t0 = bench_now_ms();
 		VRAM_CHECK(vram_pool_pause(p, &rep));
 		pause[c - 1] = bench_now_ms() - t0;
