@@ -25,8 +25,8 @@
  *
  * Freeing memory takes time on a real GPU (0.45-0.8 ms per GiB on the
  * H200), paid by whoever drops the last reference: the last mapper's
- * unmap, or vramd's release of a chunk (its fd's close, then its creating
- * handle's). A handle here holds its memfd open, so it costs the process
+ * unmap, or vramd's release of a chunk (its creating handle's release,
+ * then its fd's close). A handle here holds its memfd open, so it costs the process
  * an fd, where the driver's costs none. A process that preloads the fake
  * (LD_PRELOAD, besides VRAM_LIBCUDA) has its close() go through the fake,
  * cuMemRelease's included, which then charges
