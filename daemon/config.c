@@ -215,7 +215,8 @@ int config_set(struct config *cfg, const char *key, const char *value)
 	if (strcmp(key, "io_poll_us") == 0)
 		return parse_uint(value, 0, 1000000, &cfg->io_poll_us);
 	if (strcmp(key, "chunk_fd_idle_ms") == 0)
-		return parse_uint(value, 0, 3600 * 1000, &cfg->chunk_fd_idle_ms);
+		return parse_uint(value, 0, 3600 * 1000,
+				  &cfg->chunk_fd_idle_ms);
 	if (strcmp(key, "max_sessions") == 0)
 		return parse_uint(value, 1, 65536, &cfg->max_sessions);
 	if (strcmp(key, "max_pools") == 0)

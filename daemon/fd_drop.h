@@ -24,7 +24,7 @@ struct node;
 struct fd_drop {
 	struct node *node;
 	uv_timer_t timer;
-	unsigned idle_ms; /* 0: never */
+	unsigned idle_ms;  /* 0: never */
 	uint64_t seen_gen; /* the backend's chunk_gen when last armed */
 	uint64_t dropped;  /* chunks let go so far */
 };

@@ -72,7 +72,8 @@ struct backend_ops {
 	 * c->handle holds the chunk, and sets c->fd to -1. The close frees
 	 * nothing, but tears down the export, which takes the driver some
 	 * time (0.6-0.8 ms on the H200): settle waits for it too. */
-	void (*chunk_unexport)(struct backend *b, unsigned dev, struct chunk *c);
+	void (*chunk_unexport)(struct backend *b, unsigned dev,
+			       struct chunk *c);
 	/* With chunk_unexport: makes c->fd (CLOEXEC) again from c->handle.
 	 * Returns 0 or -errno (c->fd stays -1). */
 	int (*chunk_export)(struct backend *b, unsigned dev, struct chunk *c);

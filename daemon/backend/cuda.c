@@ -140,8 +140,9 @@ static void releaser_init(struct releaser *rl, const struct cuda_driver *cu,
 	pthread_mutex_init(&rl->lock, NULL);
 	pthread_cond_init(&rl->work, NULL);
 	pthread_cond_init(&rl->idle, NULL);
-	rl->n_threads =
-		n_threads > RELEASER_MAX_THREADS ? RELEASER_MAX_THREADS : n_threads;
+	rl->n_threads = n_threads > RELEASER_MAX_THREADS ?
+				RELEASER_MAX_THREADS :
+				n_threads;
 }
 
 /* Starts the threads (lock held). Signals stay with the main thread, where
@@ -278,7 +279,8 @@ static void cuda_handle_release(const struct cuda_driver *cu,
 	if (cr != CUDA_SUCCESS)
 		log_err("cuda: cuMemRelease: %s (%llu MiB stay allocated until "
 			"vramd exits)",
-			cuda_strerror(cu, cr), (unsigned long long)(size >> 20));
+			cuda_strerror(cu, cr),
+			(unsigned long long)(size >> 20));
 }
 
 static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
@@ -343,8 +345,9 @@ static int cuda_chunk_create(struct backend *b, unsigned dev, struct chunk *c)
 
 static void cuda_chunk_release(struct backend *b, unsigned dev UNUSED, struct chunk *c)
 {
-	struct release rel = { .fd = c->fd,
-			       .handle = (CUmemGenericAllocationHandle)c->handle };
+	struct release rel = {
+		.fd = c->fd, .handle = (CUmemGenericAllocationHandle)c->handle
+	};
 
 	releaser_push(&cuda_of(b)->releaser, rel);
 	c->fd = -1;
@@ -526,12 +529,12 @@ static unsigned cuda_release_threads(void)
 {
 	const char *bad;
 	unsigned v = env_unsigned("VRAM_CUDA_RELEASE_THREADS",
-				  RELEASER_DEFAULT_THREADS, 0, RELEASER_MAX_THREADS,
-				  &bad);
+				  RELEASER_DEFAULT_THREADS, 0,
+				  RELEASER_MAX_THREADS, &bad);
 
 	if (bad)
-		log_warn("cuda: VRAM_CUDA_RELEASE_THREADS=%s ignored (0-%d)", bad,
-			 RELEASER_MAX_THREADS);
+		log_warn("cuda: VRAM_CUDA_RELEASE_THREADS=%s ignored (0-%d)",
+			 bad, RELEASER_MAX_THREADS);
 	return v;
 }
 

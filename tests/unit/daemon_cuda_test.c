@@ -312,7 +312,8 @@ TEST(fake_chunk_unexported_is_held_by_its_handle)
 
 	ASSERT_OK(backend_chunk_create(b, 0, &c));
 	ASSERT_OK(fstat(c.fd, &st));
-	int *m = mmap(NULL, c.size, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
+	int *m =
+		mmap(NULL, c.size, PROT_READ | PROT_WRITE, MAP_SHARED, c.fd, 0);
 	ASSERT(m != MAP_FAILED);
 	m[0] = 42;
 	munmap(m, c.size);

@@ -408,7 +408,8 @@ static void daemon_fds_wait(ino_t ino, int want, const char *what)
 /* Maps fd (size bytes) and checks or writes its first and last words. */
 static void chunk_pattern(int fd, size_t size, bool write, uint32_t v)
 {
-	uint32_t *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	uint32_t *m =
+		mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	ASSERT(m != MAP_FAILED);
 	uint32_t *last = m + size / sizeof(*m) - 1;
 	if (write) {
