@@ -374,6 +374,19 @@ TEST(the_clearing_pump_runs_from_a_resume_until_nothing_is_paused)
 	cuda_fake_remove(so);
 }
 
+/* Starts vramd on the fake driver (built into so) with --set set. */
+static void fake_daemon_start(char *so, size_t n, const char *set)
+{
+	cuda_fake_build(so, n);
+	setenv("VRAM_LIBCUDA", so, 1);
+	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
+	const char *const extra[] = { "--backend", "cuda", "--set", set, NULL };
+	int r = harness_daemon_start(&d, extra);
+	if (r < 0)
+		TEST_FAIL("cannot start vramd on the fake driver: %s",
+			  strerror(-r));
+}
+
 /* How many fds of process pid are the file with inode ino. */
 static int fds_of_inode(pid_t pid, ino_t ino)
 {
@@ -432,15 +445,7 @@ TEST(idle_pools_let_their_chunk_fds_go_and_send_them_again)
 	char so[64];
 	const size_t size = 4u << 20;
 
-	cuda_fake_build(so, sizeof(so));
-	setenv("VRAM_LIBCUDA", so, 1);
-	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
-	const char *const extra[] = { "--backend", "cuda", "--set",
-				      "chunk_fd_idle_ms=30", NULL };
-	int r = harness_daemon_start(&d, extra);
-	if (r < 0)
-		TEST_FAIL("cannot start vramd on the fake driver: %s",
-			  strerror(-r));
+	fake_daemon_start(so, sizeof(so), "chunk_fd_idle_ms=30");
 	struct peer owner, other;
 	peer_connect(&owner);
 	peer_hello(&owner, "owner");
@@ -511,15 +516,7 @@ TEST(chunk_fds_stay_with_chunk_fd_idle_ms_0)
 {
 	char so[64];
 
-	cuda_fake_build(so, sizeof(so));
-	setenv("VRAM_LIBCUDA", so, 1);
-	setenv("VRAM_LIBNVML", "/nonexistent/libnvidia-ml.so.1", 1);
-	const char *const extra[] = { "--backend", "cuda", "--set",
-				      "chunk_fd_idle_ms=0", NULL };
-	int r = harness_daemon_start(&d, extra);
-	if (r < 0)
-		TEST_FAIL("cannot start vramd on the fake driver: %s",
-			  strerror(-r));
+	fake_daemon_start(so, sizeof(so), "chunk_fd_idle_ms=0");
 	struct peer owner;
 	peer_connect(&owner);
 	peer_hello(&owner, "owner");
