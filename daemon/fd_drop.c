@@ -32,7 +32,6 @@ static void fd_drop_run(uv_timer_t *h)
 		pools += chunks > before;
 	}
 	d->seen_gen = b->chunk_gen;
-	d->dropped += chunks;
 	if (chunks)
 		log_debug("let the fds of %u chunk(s) of %u active pool(s) go, "
 			  "%u ms after the last change: their handles hold "
@@ -46,7 +45,6 @@ void fd_drop_init(struct fd_drop *d, uv_loop_t *loop, struct node *n,
 	d->node = n;
 	d->idle_ms = idle_ms;
 	d->seen_gen = n->backend->chunk_gen;
-	d->dropped = 0;
 	uv_timer_init(loop, &d->timer);
 	d->timer.data = d;
 }

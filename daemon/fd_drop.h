@@ -26,7 +26,6 @@ struct fd_drop {
 	uv_timer_t timer;
 	unsigned idle_ms;  /* 0: never */
 	uint64_t seen_gen; /* the backend's chunk_gen when last armed */
-	uint64_t dropped;  /* chunks let go so far */
 };
 
 /* Sets d up on loop; idle_ms 0 turns it off. */
