@@ -24,7 +24,10 @@
 #                                   64-client ping with and without the
 #                                   event thread beside the machine's
 #                                   socket floor, bench/copy_probe.py)
-#                                   into $OUT/figures.txt and figures.tgz
+#                                   into $OUT/figures.txt and figures.tgz;
+#                                   FIGURES_RUN_MS=MS gives the compare
+#                                   and the pair MS of device work before
+#                                   each pause (--run-ms)
 #   tools/gpu-prepare.sh fuzz [N|Ns] [JOBS] [TARGET..]
 #                                   there: the prebuilt libFuzzer targets
 #                                   ($VRAM_BUILD/fuzz, built here when clang
@@ -260,14 +263,16 @@ figures)
 	rc=0
 	# libvram's debug log (the restores' copies and gaps) for the
 	# comparison only: the ping's 64 clients run as users run them.
+	run_ms=${FIGURES_RUN_MS:-0}
 	figure "$d/compare.log" gpu_compare_debug "$d/compare" --sweeps none \
-		--workloads host,rl,discard-one,discard-many || rc=1
+		--workloads host,rl,discard-one,discard-many \
+		--run-ms "$run_ms" || rc=1
 	for k in 1 2 3 4 5; do
 		figure "$d/raw1g-$k.txt" "$build/bench/gpu_raw" --sizes 1 \
 			--policies discard --no-gap --cycles 10 || rc=1
 		figure "$d/vramd1g-$k.txt" env BENCH_DAEMON_LOG=1 \
 			"$build/bench/gpu_vramd" --sizes 1 --policies discard \
-			--cycles 10 || rc=1
+			--cycles 10 --run-ms "$run_ms" || rc=1
 	done
 	figure "$d/ping.txt" env BENCH_ONLY=ping "$build/bench/rpc" || rc=1
 	figure "$d/ping-thread.txt" env BENCH_ONLY=ping BENCH_THREAD=1 \
