@@ -637,7 +637,8 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 		if (err)
 			return pool_fail(next, err,
 					 "a mapper failed to pause it; it "
-					 "stays pausing with its chunks (pause "
+					 "stays pausing, its memory held by "
+					 "what a mapper still maps (pause "
 					 "again to retry)");
 		return pool_done(next, pool_paused(p, b));
 	case POOL_RESUMING_RESTORE:
