@@ -29,6 +29,12 @@ struct node {
 	/* How long from its start a transition keeps the loop polling
 	 * (transition.h); set by the server, 0 by node_init. */
 	unsigned spin_ms;
+	/* Set by the server while systemd's fd store holds the chunks' fds
+	 * (NULL by node_init): on the loop, puts the node on record now, so
+	 * that the store lets go of the chunks a pause released, and says
+	 * whether the pause must then wait for systemd to have done so
+	 * (notify_barrier) before it reads the device's free memory. */
+	bool (*store_flush)(struct node *n);
 };
 
 /* Whose pools a caller sees. Pool names are scoped by the owner's uid:

@@ -10,6 +10,8 @@
 #include "notify.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +98,27 @@ int notify_send_fds(const char *msg, const int *fds, unsigned nfds)
 		nanosleep(&ts, NULL);
 	}
 	return -EAGAIN;
+}
+
+int notify_barrier(int timeout_ms)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	int r = notify_send_fds("BARRIER=1", &p[1], 1);
+	close(p[1]);
+	if (r == 0) {
+		/* POLLHUP once systemd closed the write end: it needs no
+		 * event asked for. */
+		struct pollfd pf = { .fd = p[0], .events = 0 };
+		do
+			r = poll(&pf, 1, timeout_ms);
+		while (r < 0 && errno == EINTR);
+		r = r > 0 ? 0 : r == 0 ? -ETIMEDOUT : -errno;
+	}
+	close(p[0]);
+	return r;
 }
 
 void notify_ready(const char *status)

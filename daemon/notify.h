@@ -15,6 +15,10 @@ void notify_watchdog(void);
  * when the receiver's queue is full it waits for room, a second at most.
  * Returns 0, -ENOENT without NOTIFY_SOCKET, or -errno. */
 int notify_send_fds(const char *msg, const int *fds, unsigned nfds);
+/* Returns once systemd has handled every message sent before it (sd_notify's
+ * BARRIER=1: systemd closes the pipe end it is sent), or -ETIMEDOUT after
+ * timeout_ms; -ENOENT without NOTIFY_SOCKET. Any thread. */
+int notify_barrier(int timeout_ms);
 /* Watchdog period asked by systemd in microseconds, 0 if none. */
 uint64_t notify_watchdog_usec(void);
 

@@ -54,6 +54,16 @@ static void server_sync(void)
 	node_release_backups(&server_stored->node);
 }
 
+/* node->store_flush while the fd store is on: what a pause released
+ * leaves the store now, and the pause waits for systemd to confirm it. */
+static bool server_store_flush(struct node *n UNUSED)
+{
+	if (!server_stored || !server_stored->store.on)
+		return false;
+	fdstore_sync(&server_stored->store, &server_stored->node);
+	return true;
+}
+
 /* The STATUS= line, pulled from the counts once a second and sent only
  * when they changed, so a busy daemon still sends at most one a second. */
 static void server_on_status(uv_timer_t *h)
@@ -750,8 +760,11 @@ int server_init(struct server *srv, uv_loop_t *loop, const struct config *cfg)
 		 * restart wait in its backlog instead of being refused. */
 		fdstore_put(&srv->store, "vramd-listen", srv->listen_fd);
 	}
-	/* The fd store keeps the chunk fds themselves: they stay. */
+	/* The fd store keeps the chunk fds themselves: they stay, and a
+	 * pause waits for systemd to let go of them. */
 	unsigned idle_ms = srv->store.on ? 0 : cfg->chunk_fd_idle_ms;
+	if (srv->store.on)
+		srv->node.store_flush = server_store_flush;
 	fd_drop_init(&srv->fd_drop, loop, &srv->node, idle_ms);
 	if (idle_ms)
 		log_info("active pools' chunks let their fds go after %u ms "

@@ -19,6 +19,7 @@
 #include "message.h"
 #include "metrics.h"
 #include "node.h"
+#include "notify.h"
 #include "audit.h"
 #include "session.h"
 
@@ -372,10 +373,25 @@ static void transition_spin(uv_idle_t *h)
 }
 
 /* On a libuv worker: the wait the loop must not make. */
+/* The longest a pause waits for systemd to confirm the fd store's
+ * removals (it answers in well under a millisecond). */
+#define TRANSITION_STORE_WAIT_MS 1000
+
 static void transition_settle_work(uv_work_t *w)
 {
 	struct transition *t = w->data;
 	backend_settle(t->node->backend);
+	/* systemd closes the fd store's copies of the released chunks as it
+	 * reads the FDSTOREREMOVE sent before; until then they hold the
+	 * memory (make test-systemd's last scenario). */
+	if (t->store_barrier) {
+		int r = notify_barrier(TRANSITION_STORE_WAIT_MS);
+		if (r < 0)
+			log_warn("systemd did not confirm the fd store's "
+				 "removals within %d ms (%s): the pause's "
+				 "free memory may not count them yet",
+				 TRANSITION_STORE_WAIT_MS, strerror(-r));
+	}
 }
 
 static void transition_settled(uv_work_t *w, int status UNUSED)
@@ -418,7 +434,9 @@ static void transition_finish(struct transition *t)
 	uv_timer_stop(&t->timer);
 	transition_pump_update(t->node);
 	t->t_settle = uv_hrtime();
-	if (backend_settled(t->node->backend)) {
+	struct node *n = t->node;
+	t->store_barrier = !t->resume && n->store_flush && n->store_flush(n);
+	if (!t->store_barrier && backend_settled(n->backend)) {
 		transition_reply(t);
 		return;
 	}

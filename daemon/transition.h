@@ -65,6 +65,7 @@ struct transition {
 	uint64_t spin_until;
 	unsigned handles_open; /* timer and spin, until both are closed */
 	uv_work_t settle; /* waits, off the loop, for the releases to land */
+	bool store_barrier; /* and for systemd's fd store to drop them */
 	unsigned n_items, outstanding;
 	uint64_t free_before;
 	/* Per device, for the reply and the metrics. */
