@@ -5,7 +5,10 @@
  * under the same fd number, is stored again (the store must not keep the
  * old file under the chunk's name); a change of the table alone (a mapper)
  * stores a new table without a pass over the fds. */
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +20,9 @@
 
 #include "backend.h"
 #include "fdstore.h"
+#include "harness.h"
 #include "node.h"
+#include "notify.h"
 #include "pool.h"
 #include "test.h"
 
@@ -287,4 +292,87 @@ TEST(table_change_alone_stores_a_table)
 	ASSERT_EQ(seen_tables(&s), 1);
 	pool_destroy(gone, w.b);
 	world_close(&w);
+}
+
+/* Takes the next datagram, which must be a barrier, and plays systemd:
+ * closes the fd that came with it, or keeps it (returned) when hold. */
+static int store_take_barrier(bool hold)
+{
+	char buf[64];
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int))];
+	} control;
+	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) - 1 };
+	struct msghdr msg = { .msg_iov = &iov,
+			      .msg_iovlen = 1,
+			      .msg_control = control.b,
+			      .msg_controllen = sizeof(control.b) };
+	struct pollfd pf = { .fd = store_sock, .events = POLLIN };
+	ASSERT_EQ(poll(&pf, 1, 5000), 1);
+	ssize_t n = recvmsg(store_sock, &msg, MSG_CMSG_CLOEXEC);
+	ASSERT_GT(n, 0);
+	buf[n] = '\0';
+	ASSERT_STREQ(buf, "BARRIER=1");
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	ASSERT(c && c->cmsg_type == SCM_RIGHTS);
+	int fd;
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	if (hold)
+		return fd;
+	close(fd);
+	return -1;
+}
+
+struct barrier_call {
+	int timeout_ms, r;
+	bool done;
+};
+
+static void *barrier_run(void *arg)
+{
+	struct barrier_call *b = arg;
+	b->r = notify_barrier(b->timeout_ms);
+	__atomic_store_n(&b->done, true, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* notify_barrier returns once the store side has handled its datagram
+ * (closed the fd that came with it), not before; one whose datagram is
+ * never handled times out; none without NOTIFY_SOCKET. A pause under
+ * the store waits on it (transition.c). */
+TEST(barrier_waits_for_the_store_to_read_it)
+{
+	store_open();
+	struct barrier_call b = { .timeout_ms = 10000 };
+	pthread_t t;
+	ASSERT_OK(pthread_create(&t, NULL, barrier_run, &b));
+	int held = store_take_barrier(true);
+	harness_msleep(100);
+	ASSERT(!__atomic_load_n(&b.done, __ATOMIC_ACQUIRE));
+	close(held);
+	pthread_join(t, NULL);
+	ASSERT_EQ(b.r, 0);
+
+	/* Read but held: the wait runs out. */
+	b = (struct barrier_call){ .timeout_ms = 50 };
+	ASSERT_OK(pthread_create(&t, NULL, barrier_run, &b));
+	held = store_take_barrier(true);
+	pthread_join(t, NULL);
+	ASSERT_EQ(b.r, -ETIMEDOUT);
+	close(held);
+
+	/* Handled at once. */
+	b = (struct barrier_call){ .timeout_ms = 10000 };
+	ASSERT_OK(pthread_create(&t, NULL, barrier_run, &b));
+	store_take_barrier(false);
+	pthread_join(t, NULL);
+	ASSERT_EQ(b.r, 0);
+	store_close();
+}
+
+TEST(barrier_without_systemd_is_enoent)
+{
+	unsetenv("NOTIFY_SOCKET");
+	ASSERT_EQ(notify_barrier(10), -ENOENT);
 }
