@@ -118,6 +118,18 @@ static int peer_response(struct peer *p, uint64_t id, const char *what)
 	return err;
 }
 
+/* Sends req and returns its response (free it), the first fd that came
+ * with it in *fd0 as peer_recv_fd does. */
+static Vram__ServerMsg *peer_call(struct peer *p, Vram__Request *req,
+				  const char *what, int *fd0)
+{
+	uint64_t id = peer_send(p, req);
+	Vram__ServerMsg *m = peer_recv_fd(p, 10000, what, fd0);
+	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_RESPONSE);
+	ASSERT_UEQ(m->response->id, id);
+	return m;
+}
+
 static void peer_hello(struct peer *p, const char *name)
 {
 	Vram__Request req = VRAM__REQUEST__INIT;
@@ -146,16 +158,15 @@ static uint64_t peer_create(struct peer *p, const char *name)
 	c.reserve_bytes = 8u << 20;
 	req.body_case = VRAM__REQUEST__BODY_POOL_CREATE;
 	req.pool_create = &c;
-	uint64_t id = peer_send(p, &req);
-	Vram__ServerMsg *m = peer_recv(p, 10000, "create reply");
+	Vram__ServerMsg *m = peer_call(p, &req, "create reply", NULL);
 	ASSERT_EQ(m->response->err, 0);
-	ASSERT_UEQ(m->response->id, id);
 	uint64_t pool_id = m->response->pool->info->id;
 	vram__server_msg__free_unpacked(m, NULL);
 	return pool_id;
 }
 
-static void peer_grow(struct peer *p, uint64_t pool_id, uint64_t bytes)
+static Vram__ServerMsg *peer_grow_call(struct peer *p, uint64_t pool_id,
+				       uint64_t bytes, int *fd0)
 {
 	Vram__Request req = VRAM__REQUEST__INIT;
 	Vram__PoolGrow g = VRAM__POOL_GROW__INIT;
@@ -163,7 +174,26 @@ static void peer_grow(struct peer *p, uint64_t pool_id, uint64_t bytes)
 	g.bytes = bytes;
 	req.body_case = VRAM__REQUEST__BODY_POOL_GROW;
 	req.pool_grow = &g;
-	ASSERT_EQ(peer_response(p, peer_send(p, &req), "grow reply"), 0);
+	return peer_call(p, &req, "grow reply", fd0);
+}
+
+static void peer_grow(struct peer *p, uint64_t pool_id, uint64_t bytes)
+{
+	Vram__ServerMsg *m = peer_grow_call(p, pool_id, bytes, NULL);
+	ASSERT_EQ(m->response->err, 0);
+	vram__server_msg__free_unpacked(m, NULL);
+}
+
+/* Opens the pool named name as a mapper. */
+static Vram__ServerMsg *peer_open_call(struct peer *p, const char *name,
+				       int *fd0)
+{
+	Vram__Request req = VRAM__REQUEST__INIT;
+	Vram__PoolOpen o = VRAM__POOL_OPEN__INIT;
+	o.name = (char *)name;
+	req.body_case = VRAM__REQUEST__BODY_POOL_OPEN;
+	req.pool_open = &o;
+	return peer_call(p, &req, "open reply", fd0);
 }
 
 /* Sends a pause or resume of the pool named name from p; returns its id. */
@@ -283,13 +313,9 @@ TEST(session_that_breaks_is_closed_from_the_loop)
 	uint64_t pool_id = peer_create(&owner, "shared");
 	peer_connect(&deaf);
 	peer_hello(&deaf, "deaf");
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__PoolOpen o = VRAM__POOL_OPEN__INIT;
-	o.name = "shared";
-	req.body_case = VRAM__REQUEST__BODY_POOL_OPEN;
-	req.pool_open = &o;
-	ASSERT_EQ(peer_response(&deaf, peer_send(&deaf, &req), "open reply"),
-		  0);
+	Vram__ServerMsg *m = peer_open_call(&deaf, "shared", NULL);
+	ASSERT_EQ(m->response->err, 0);
+	vram__server_msg__free_unpacked(m, NULL);
 	/* The daemon's next write to it fails (EPIPE); it sees no EOF. */
 	ASSERT_OK(shutdown(deaf.fd, SHUT_RD));
 	peer_grow(&owner, pool_id, 2u << 20);
@@ -302,12 +328,11 @@ TEST(session_that_breaks_is_closed_from_the_loop)
 			  harness_daemon_log(&d));
 
 	Vram__List l = VRAM__LIST__INIT;
-	req = (Vram__Request)VRAM__REQUEST__INIT;
+	Vram__Request req = VRAM__REQUEST__INIT;
 	req.body_case = VRAM__REQUEST__BODY_LIST;
 	req.list = &l;
-	uint64_t id = peer_send(&owner, &req);
-	Vram__ServerMsg *m = peer_recv(&owner, 10000, "list reply");
-	ASSERT_UEQ(m->response->id, id);
+	/* peer_call checks the answer is the list's. */
+	m = peer_call(&owner, &req, "list reply", NULL);
 	ASSERT_EQ(m->response->list->n_pools, 1);
 	ASSERT_EQ(m->response->list->pools[0]->n_mappers, 1);
 	ASSERT_EQ(m->response->list->pools[0]->mappers[0]->pid,
@@ -452,15 +477,8 @@ TEST(idle_pools_let_their_chunk_fds_go_and_send_them_again)
 	uint64_t pool_id = peer_create(&owner, "kv");
 
 	/* The owner writes into its chunk and lets go of its fd. */
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__PoolGrow g = VRAM__POOL_GROW__INIT;
-	g.pool_id = pool_id;
-	g.bytes = size;
-	req.body_case = VRAM__REQUEST__BODY_POOL_GROW;
-	req.pool_grow = &g;
-	peer_send(&owner, &req);
 	int fd = -1;
-	Vram__ServerMsg *m = peer_recv_fd(&owner, 10000, "grow reply", &fd);
+	Vram__ServerMsg *m = peer_grow_call(&owner, pool_id, size, &fd);
 	ASSERT_EQ(m->response->err, 0);
 	ASSERT_EQ(m->response->grow->n_chunks, 1);
 	vram__server_msg__free_unpacked(m, NULL);
@@ -478,14 +496,8 @@ TEST(idle_pools_let_their_chunk_fds_go_and_send_them_again)
 	/* Another client opens the pool: the chunk comes exported again. */
 	peer_connect(&other);
 	peer_hello(&other, "other");
-	Vram__PoolOpen o = VRAM__POOL_OPEN__INIT;
-	o.name = "kv";
-	req = (Vram__Request)VRAM__REQUEST__INIT;
-	req.body_case = VRAM__REQUEST__BODY_POOL_OPEN;
-	req.pool_open = &o;
-	peer_send(&other, &req);
 	fd = -1;
-	m = peer_recv_fd(&other, 10000, "open reply", &fd);
+	m = peer_open_call(&other, "kv", &fd);
 	ASSERT_EQ(m->response->err, 0);
 	ASSERT_EQ(m->response->pool->n_chunks, 1);
 	vram__server_msg__free_unpacked(m, NULL);
