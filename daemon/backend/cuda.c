@@ -283,6 +283,35 @@ static void cuda_handle_release(const struct cuda_driver *cu,
 			(unsigned long long)(size >> 20));
 }
 
+/* Exports c->handle as c->fd (CLOEXEC): when the chunk is made, and
+ * again after an idle pool let the fd go. */
+static int cuda_chunk_export(struct backend *b, unsigned dev UNUSED,
+			     struct chunk *c)
+{
+	const struct cuda_driver *cu = &cuda_of(b)->cu;
+	int fd = -1;
+	CUresult cr = cu->cuMemExportToShareableHandle(
+		&fd, (CUmemGenericAllocationHandle)c->handle,
+		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+
+	if (cr != CUDA_SUCCESS) {
+		log_err("cuda: cuMemExportToShareableHandle of a %llu MiB "
+			"chunk: %s",
+			(unsigned long long)(c->size >> 20),
+			cuda_strerror(cu, cr));
+		return cuda_errno(cr);
+	}
+	int flags = fcntl(fd, F_GETFD);
+	if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
+		int r = -errno;
+		log_err("cuda: exported fd %d: %s", fd, strerror(errno));
+		close(fd);
+		return r;
+	}
+	c->fd = fd;
+	return 0;
+}
+
 static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 			   struct chunk *c)
 {
@@ -290,7 +319,6 @@ static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 	CUmemAllocationProp prop;
 	CUmemGenericAllocationHandle h;
 	CUresult cr;
-	int fd = -1, flags;
 
 	cuda_prop(&prop, cb, dev);
 	cr = cu->cuMemCreate(&h, c->size, &prop, 0);
@@ -304,25 +332,13 @@ static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 				cuda_strerror(cu, cr));
 		return cuda_errno(cr);
 	}
-	cr = cu->cuMemExportToShareableHandle(
-		&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-	if (cr != CUDA_SUCCESS) {
-		log_err("cuda: cuMemExportToShareableHandle: %s",
-			cuda_strerror(cu, cr));
-		cuda_handle_release(cu, h, c->size);
-		return cuda_errno(cr);
-	}
-	flags = fcntl(fd, F_GETFD);
-	if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
-		int r = -errno;
-		log_err("cuda: exported fd %d: %s", fd, strerror(errno));
-		close(fd);
-		cuda_handle_release(cu, h, c->size);
-		return r;
-	}
-	c->fd = fd;
 	c->handle = (uintptr_t)h;
-	return 0;
+	int r = cuda_chunk_export(&cb->base, dev, c);
+	if (r < 0) {
+		cuda_handle_release(cu, h, c->size);
+		c->handle = 0;
+	}
+	return r;
 }
 
 /* A device that claims GPUDirect RDMA with VMM but refuses the flag (or
@@ -362,32 +378,6 @@ static void cuda_chunk_unexport(struct backend *b, unsigned dev UNUSED,
 
 	releaser_push(&cuda_of(b)->releaser, rel);
 	c->fd = -1;
-}
-
-static int cuda_chunk_export(struct backend *b, unsigned dev UNUSED,
-			     struct chunk *c)
-{
-	const struct cuda_driver *cu = &cuda_of(b)->cu;
-	int fd = -1;
-	CUresult cr = cu->cuMemExportToShareableHandle(
-		&fd, (CUmemGenericAllocationHandle)c->handle,
-		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-
-	if (cr != CUDA_SUCCESS) {
-		log_err("cuda: cuMemExportToShareableHandle of a %llu MiB chunk "
-			"again: %s",
-			(unsigned long long)(c->size >> 20),
-			cuda_strerror(cu, cr));
-		return cuda_errno(cr);
-	}
-	int flags = fcntl(fd, F_GETFD);
-	if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0) {
-		int r = -errno;
-		close(fd);
-		return r;
-	}
-	c->fd = fd;
-	return 0;
 }
 
 /* Chunks released a moment ago must show as free, and be free before
