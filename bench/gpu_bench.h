@@ -196,6 +196,18 @@ static inline double bench_median(const double *v, int n)
 	return n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
 }
 
+/* Keeps the device writing [base, base + bytes) for ms, one memset at a
+ * time, as an engine runs between a wake and its next sleep: work, not
+ * sleep, since an idle H200 is slower at everything. */
+static inline void bench_device_run(CUdeviceptr base, uint64_t bytes,
+				    unsigned ms)
+{
+	for (double end = bench_now_ms() + ms; bench_now_ms() < end;) {
+		CU_CHECK(B.cuMemsetD32(base, 0x600d600d, bytes / 4));
+		CU_CHECK(B.cuCtxSynchronize());
+	}
+}
+
 /* Host memory as vramd makes a backup: a memfd mapped shared, touched
  * once; the caller registers it. */
 static inline void *bench_backup_map(uint64_t size)

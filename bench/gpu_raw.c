@@ -27,7 +27,12 @@
  *                [--host-max 16] [--cycles 3] [--chunk-max 1G]
  *                [--layout chunked|geometric] [--threads 4]
  *                [--copy-sweep] [--chunk-sweep SIZE] [--clear-sweep SIZE]
- *                [--csv FILE]
+ *                [--csv FILE] [--run-ms 0]
+ *
+ * --run-ms keeps the device writing the pool that long before each pause,
+ * as bench/gpu_vramd.c's --run-ms does, so the two read against each other
+ * with the same work between a resume and the next pause; 0, the default,
+ * pauses right after the resume.
  */
 #include <pthread.h>
 
@@ -56,6 +61,7 @@ struct steps {
 static CUstream streams[COPY_MAX_STREAMS];
 static unsigned n_streams = 2;
 static uint64_t copy_piece = 256 * MiB;
+static unsigned run_ms;
 
 /* ---- the VMM calls ----------------------------------------------------- */
 
@@ -270,6 +276,7 @@ static void bench_pool(const char *policy, const char *kind, const char *label,
 	for (int c = 1; c <= cycles; c++) {
 		/* Odd cycles close from one thread, even ones from several, so
 		 * both see the same driver state history. */
+		bench_device_run(p->base, size, run_ms);
 		pause1[c - 1] = raw_pause(p, 1, &s);
 		record(p, "pause_ms", c, pause1[c - 1]);
 		if (p->backup) {
@@ -284,6 +291,7 @@ static void bench_pool(const char *policy, const char *kind, const char *label,
 			record(p, "copy_h2d_gbps", c, h2d[c - 1]);
 		}
 		print_steps("resume", &s);
+		bench_device_run(p->base, size, run_ms);
 		pausen[c - 1] = raw_pause(p, threads, &s);
 		record(p, "pause_mt_ms", c, pausen[c - 1]);
 		resume[2 * c - 1] = raw_resume(p, &s);
@@ -506,6 +514,8 @@ int main(int argc, char **argv)
 			clear_size = bench_parse_size(v);
 		else if (strcmp(a, "--csv") == 0)
 			csv = v;
+		else if (strcmp(a, "--run-ms") == 0)
+			run_ms = (unsigned)strtoul(v, NULL, 10);
 		else
 			bench_die(
 				"unknown option %s (see the top of bench/gpu_raw.c)",

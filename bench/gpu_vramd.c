@@ -118,12 +118,8 @@ static void bench_pool(const char *policy, const char *layout, uint64_t size,
 
 	int bad = 0;
 	for (int c = 1; c <= cycles; c++) {
-		/* The fill's own pattern again, one memset at a time. */
-		for (double end = bench_now_ms() + run_ms;
-		     bench_now_ms() < end;) {
-			CU_CHECK(B.cuMemsetD32(base, 0x600d600d, mapped / 4));
-			CU_CHECK(B.cuCtxSynchronize());
-		}
+		/* The fill's own pattern again. */
+		bench_device_run(base, mapped, run_ms);
 		t0 = bench_now_ms();
 		VRAM_CHECK(vram_pool_pause(p, &rep));
 		pause[c - 1] = bench_now_ms() - t0;

@@ -269,7 +269,8 @@ figures)
 		--run-ms "$run_ms" || rc=1
 	for k in 1 2 3 4 5; do
 		figure "$d/raw1g-$k.txt" "$build/bench/gpu_raw" --sizes 1 \
-			--policies discard --no-gap --cycles 10 || rc=1
+			--policies discard --no-gap --cycles 10 \
+			--run-ms "$run_ms" || rc=1
 		figure "$d/vramd1g-$k.txt" env BENCH_DAEMON_LOG=1 \
 			"$build/bench/gpu_vramd" --sizes 1 --policies discard \
 			--cycles 10 --run-ms "$run_ms" || rc=1
