@@ -27,7 +27,11 @@
  *                [--host-max 16] [--cycles 3] [--chunk-max 1G]
  *                [--layout chunked|geometric] [--threads 4]
  *                [--copy-sweep] [--chunk-sweep SIZE] [--clear-sweep SIZE]
- *                [--csv FILE] [--run-ms 0]
+ *                [--csv FILE] [--run-ms 0] [--no-rdma]
+ *
+ * Its chunks are GPUDirect RDMA capable where the device allows it, as
+ * vramd's (daemon/backend/cuda.c) and torch_memory_saver's are; --no-rdma
+ * makes them plain, to see what the flag costs.
  *
  * --run-ms keeps the device writing the pool that long before each pause,
  * as bench/gpu_vramd.c's --run-ms does, so the two read against each other
@@ -62,6 +66,7 @@ static CUstream streams[COPY_MAX_STREAMS];
 static unsigned n_streams = 2;
 static uint64_t copy_piece = 256 * MiB;
 static unsigned run_ms;
+static int rdma = 1; /* --no-rdma: 0; else what the device allows */
 
 /* ---- the VMM calls ----------------------------------------------------- */
 
@@ -72,6 +77,7 @@ static void raw_create(struct raw_pool *p, struct steps *s)
 	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	prop.location.id = bench_dev;
+	prop.allocFlags.gpuDirectRDMACapable = (unsigned char)rdma;
 
 	for (unsigned i = 0; i < p->n; i++) {
 		CUmemGenericAllocationHandle h;
@@ -489,6 +495,10 @@ int main(int argc, char **argv)
 			gap = 0;
 			continue;
 		}
+		if (strcmp(a, "--no-rdma") == 0) {
+			rdma = 0;
+			continue;
+		}
 		if (!v)
 			bench_die(
 				"%s needs a value (see the top of bench/gpu_raw.c)",
@@ -523,6 +533,14 @@ int main(int argc, char **argv)
 	}
 	bench_gpu_init();
 	bench_csv_open(csv);
+	int can = 0;
+	if (rdma &&
+	    (B.cuDeviceGetAttribute(
+		     &can,
+		     CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED,
+		     bench_dev) != CUDA_SUCCESS ||
+	     !can))
+		rdma = 0;
 	const char *e = getenv("VRAM_CUDA_COPY_STREAMS");
 	if (e && atoi(e) >= 1 && atoi(e) <= COPY_MAX_STREAMS)
 		n_streams = (unsigned)atoi(e);
@@ -537,10 +555,11 @@ int main(int argc, char **argv)
 	char name[128] = "?";
 	B.cuDeviceGetName(name, sizeof(name), bench_dev);
 	printf("raw VMM floor on %s (driver API %d.%d), %.1f GiB free; copies in "
-	       "%llu MiB pieces over %u streams\n",
+	       "%llu MiB pieces over %u streams; %s chunks\n",
 	       name, version / 1000, version % 1000 / 10,
 	       (double)bench_free() / GiB,
-	       (unsigned long long)(copy_piece / MiB), n_streams);
+	       (unsigned long long)(copy_piece / MiB), n_streams,
+	       rdma ? "GPUDirect RDMA capable" : "plain");
 
 	if (clear_size) {
 		if (clear_size + 3 * GiB > bench_free())

@@ -89,6 +89,14 @@ prepare() {
 		echo "  (a weak reference does not pull daemon/backend/cuda.o out of" >&2
 		echo "  libvramd.a); vramd --backend cuda will fail with ENOENT." >&2
 	fi
+	# The commit the build is of, for the results there (whose copy of
+	# the tree may have no .git, or a stale one); "+" when the tracked
+	# files differ from it.
+	local head
+	if head=$(git -C "$root" rev-parse --short HEAD 2>/dev/null); then
+		git -C "$root" diff --quiet HEAD 2>/dev/null || head=$head+
+		echo "$head" > "$root/.head"
+	fi
 	mkdir -p "$debs" || exit 1
 	(cd "$debs" && apt-get download "${RUNTIME_PKGS[@]}") ||
 		die "apt-get download ${RUNTIME_PKGS[*]} failed (run apt-get update first?)"
@@ -97,12 +105,12 @@ prepare() {
 	# skips upstream's cells.
 	local tms_carry=
 	if [ -f "$root/.tms-src/setup.py" ] || "$root/tools/tms-build.sh" export; then
-		tms_carry=" and .tms-src/"
+		tms_carry=", .tms-src/"
 	else
 		echo "gpu-prepare: no torch_memory_saver source exported (see tools/tms-build.sh); compare will skip upstream" >&2
 	fi
 	echo
-	echo "ready: carry ${build#"$root"/}/, .debs/$tms_carry to the GPU machine and run there"
+	echo "ready: carry ${build#"$root"/}/, .debs/$tms_carry and .head to the GPU machine and run there"
 	echo "  tools/gpu-prepare.sh gpu"
 	echo "  tools/gpu-prepare.sh compare     (vramd against torch_memory_saver)"
 	echo "  tools/gpu-prepare.sh fuzz 10000000 16   (the fuzz targets, 16 workers)"
@@ -122,8 +130,9 @@ runtime_env() {
 	if [ ! -d "$libdir" ]; then
 		ls "$debs"/*.deb >/dev/null 2>&1 ||
 			die "no libuv/protobuf-c here and no .debs/: run tools/gpu-prepare.sh on the build machine and carry .debs/"
-		for d in "$debs"/*.deb; do
-			dpkg -x "$d" "$debs/root" || die "dpkg -x $d failed"
+		local deb
+		for deb in "$debs"/*.deb; do
+			dpkg -x "$deb" "$debs/root" || die "dpkg -x $deb failed"
 		done
 	fi
 	export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -282,7 +291,7 @@ figures)
 	figure "$d/copy_probe.txt" python3 "$root/bench/copy_probe.py" \
 		--out "$d/copy_probe.json" || rc=1
 	{
-		echo "head $(git -C "$root" rev-parse --short HEAD 2>/dev/null || cat "$root/.head" 2>/dev/null)"
+		echo "head $(cat "$root/.head" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null)"
 		cat "$d/compare/compare.md" 2>/dev/null || tail -n 5 "$d/compare.log"
 		echo "== 1 GiB discard, five rounds: floor, then vramd"
 		for k in 1 2 3 4 5; do
