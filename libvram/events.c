@@ -114,29 +114,62 @@ static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
 	return r;
 }
 
-/* Restores chunks [from, n) of a resume in parts one at a time, and
- * reports each to the daemon, which makes the next ones as they are due
- * (but the last of all: its ack follows). */
+/* Issues chunk k's copy of a restore in parts, on lane k % 2. */
+static int events_parts_issue(struct vram_pool *p, size_t k)
+{
+	int64_t now = clock_now_ns();
+
+	if (k == 0)
+		p->parts_start_ns = now;
+	else if (p->parts_waited == p->parts_issued && p->parts_idle_ns)
+		p->parts_gap_ns += now - p->parts_idle_ns;
+	p->parts_issued = k + 1;
+	return mapping_restore_issue(&p->map, k, k + 1, k % VMM_LANES);
+}
+
+/* Waits for the oldest chunk's copy under way; tells the daemon that it
+ * is restored unless it is the last (its ack follows). */
+static int events_parts_wait(struct vram_pool *p, const Vram__Event *ev,
+			     const struct events_ack *ack)
+{
+	size_t k = p->parts_waited;
+	int r = mapping_restore_wait(&p->map, k % VMM_LANES);
+
+	p->parts_waited = k + 1;
+	if (p->parts_waited == p->parts_issued)
+		p->parts_idle_ns = clock_now_ns();
+	if (r == 0 && (ev->more || k + 1 < p->map.n_chunks) && ack->progress)
+		ack->progress(p->client, ev->event_id, (uint32_t)k + 1);
+	return r;
+}
+
+/* Restores chunks [from, n) of a resume in parts as a pipeline: each
+ * chunk's copy is issued, and only then is the one before it waited for
+ * and reported to the daemon, which makes the next ones as they are due.
+ * So the device has the next copy queued while this one runs, and the
+ * next chunk is mapped (in the event that brings it) while it copies.
+ * The last chunk of an event stays on the device until the next event,
+ * or, in the last event, is waited for here. On failure the caller
+ * unmaps, which waits for what is still on the device. */
 static int events_restore_parts(struct vram_pool *p, const Vram__Event *ev,
 				size_t from, const struct events_ack *ack)
 {
-	size_t n = p->map.n_chunks;
+	size_t n = p->map.n_chunks, waited = p->parts_waited;
+	int r = 0;
 
-	for (size_t k = from; k < n; k++) {
-		/* What the device's copy waited for between two chunks (the
-		 * map of this one, the daemon's event), for the log. */
-		int64_t t0 = clock_now_ns();
-		if (p->parts_copied_ns) /* 0 before the first chunk's copy */
-			p->parts_gap_ns += t0 - p->parts_copied_ns;
-		int r = mapping_restore_chunks(&p->map, k, k + 1);
-		p->parts_copied_ns = clock_now_ns();
-		p->parts_copy_ns += p->parts_copied_ns - t0;
-		if (r < 0)
-			return r;
-		if ((ev->more || k + 1 < n) && ack->progress)
-			ack->progress(p->client, ev->event_id, (uint32_t)k + 1);
+	for (size_t k = from; k < n && r == 0; k++) {
+		r = events_parts_issue(p, k);
+		if (r == 0 && p->parts_waited < k)
+			r = events_parts_wait(p, ev, ack);
 	}
-	return 0;
+	/* The daemon makes more only once told of a chunk restored: an event
+	 * that brought the first chunk alone waits for it here. */
+	if (r == 0 && ev->more && p->parts_waited == waited &&
+	    p->parts_waited < p->parts_issued)
+		r = events_parts_wait(p, ev, ack);
+	while (r == 0 && !ev->more && p->parts_waited < p->parts_issued)
+		r = events_parts_wait(p, ev, ack);
+	return r;
 }
 
 /* -EPROTO with its message when a resume brings fewer bytes than this
@@ -189,7 +222,8 @@ static int events_resume(struct vram_pool *p, const Vram__Event *ev,
 	int r;
 
 	p->parts_event = 0;
-	p->parts_copied_ns = p->parts_copy_ns = p->parts_gap_ns = 0;
+	p->parts_issued = p->parts_waited = 0;
+	p->parts_start_ns = p->parts_idle_ns = p->parts_gap_ns = 0;
 	if (p->dropped)
 		return 0;
 	if (mapping_n_mapped(&p->map) > 0) {
@@ -315,8 +349,10 @@ static int events_resume_more(struct vram_pool *p, const Vram__Event *ev,
 	}
 	log_write(VRAM_LOG_DEBUG,
 		  "pool %s: restored in parts, %zu chunk(s): copies %.2f ms, "
-		  "between them %.2f ms",
-		  p->name, p->map.n_chunks, p->parts_copy_ns / 1e6,
+		  "between them %.2f ms with none queued",
+		  p->name, p->map.n_chunks,
+		  (p->parts_idle_ns - p->parts_start_ns - p->parts_gap_ns) /
+			  1e6,
 		  p->parts_gap_ns / 1e6);
 	return events_resumed(p, true, msg, msglen);
 }

@@ -262,6 +262,7 @@ static int mapping_register_slice(struct mapping *m, uint64_t off, uint64_t len)
  * of the mapped chunks, in offset order, and how far they are copied. */
 struct mapping_copying {
 	int to_host;
+	int lane; /* the copy lane issued on, without waiting; -1: copy */
 	struct vmm_span *spans, *part;
 	size_t n, i;   /* spans[i] is the next one to copy */
 	uint64_t into; /* bytes of spans[i] copied */
@@ -299,7 +300,13 @@ static void mapping_copy_upto(struct mapping *m, struct mapping_copying *cp,
 	if (k == 0)
 		return;
 	mapping_gate_enter();
-	cp->r = m->vmm->ops->copy(m->vmm, m->dev, cp->to_host, cp->part, k);
+	if (cp->lane < 0)
+		cp->r = m->vmm->ops->copy(m->vmm, m->dev, cp->to_host, cp->part,
+					  k);
+	else
+		cp->r = m->vmm->ops->copy_issue(m->vmm, m->dev,
+						(unsigned)cp->lane, cp->to_host,
+						cp->part, k);
 	mapping_gate_leave();
 }
 
@@ -492,10 +499,24 @@ int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n)
 	return 0;
 }
 
+/* Waits for every lane with copies issued (a restore in parts stopped
+ * halfway): what comes next unmaps chunks or the backup they copy. */
+static void mapping_copies_drain(struct mapping *m)
+{
+	for (unsigned l = 0; l < VMM_LANES; l++) {
+		int r = mapping_restore_wait(m, l);
+		if (r < 0)
+			log_write(VRAM_LOG_WARN,
+				  "waiting for a restore's copies failed: %s",
+				  strerror(-r));
+	}
+}
+
 int mapping_unmap_all(struct mapping *m)
 {
 	int err = 0;
 
+	mapping_copies_drain(m);
 	mapping_gate_enter();
 	for (size_t i = 0; i < m->n_chunks; i++)
 		chunk_unmap(m, &m->chunks[i], &err);
@@ -575,8 +596,10 @@ static int mapping_save_file(struct mapping *m, const struct vmm_span *spans,
 	return r;
 }
 
-/* Copies chunks [from, to) of the mapping. */
-static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to)
+/* Copies chunks [from, to) of the mapping, or issues the copy on lane
+ * (>= 0) without waiting for it. */
+static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to,
+			int lane)
 {
 	size_t n = 0;
 	int r;
@@ -616,6 +639,7 @@ static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to)
 	 * is past its unpins (it punches after them), which wait for the
 	 * gate. */
 	struct mapping_copying cp = { .to_host = to_host,
+				      .lane = lane,
 				      .spans = spans,
 				      .part = spans + (to - from),
 				      .n = n };
@@ -633,17 +657,33 @@ static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to)
 
 int mapping_save(struct mapping *m)
 {
-	return mapping_copy(m, 1, 0, m->n_chunks);
+	return mapping_copy(m, 1, 0, m->n_chunks, -1);
 }
 
 int mapping_restore(struct mapping *m)
 {
-	return mapping_copy(m, 0, 0, m->n_chunks);
+	return mapping_copy(m, 0, 0, m->n_chunks, -1);
 }
 
-int mapping_restore_chunks(struct mapping *m, size_t from, size_t to)
+int mapping_restore_issue(struct mapping *m, size_t from, size_t to,
+			  unsigned lane)
 {
-	return mapping_copy(m, 0, from, to);
+	if (lane >= VMM_LANES)
+		return -EINVAL;
+	if (!m->vmm->ops->copy_issue)
+		return mapping_copy(m, 0, from, to, -1);
+	/* Busy from before the first piece, so that a failure halfway is
+	 * waited for too. */
+	m->lanes_busy |= 1u << lane;
+	return mapping_copy(m, 0, from, to, (int)lane);
+}
+
+int mapping_restore_wait(struct mapping *m, unsigned lane)
+{
+	if (lane >= VMM_LANES || !(m->lanes_busy & (1u << lane)))
+		return 0;
+	m->lanes_busy &= ~(1u << lane);
+	return m->vmm->ops->copy_wait(m->vmm, m->dev, lane);
 }
 
 /* The thread unpins every region, then punches the memfd a slice at a
@@ -695,6 +735,7 @@ int mapping_backup_give_back(struct mapping *m)
 	struct mapping_giving *g;
 	int r;
 
+	mapping_copies_drain(m);
 	mapping_backup_wait(m);
 	if (!m->backup)
 		return -ENODEV;
@@ -751,6 +792,7 @@ int mapping_backup_wait(struct mapping *m)
 
 void mapping_backup_unpin(struct mapping *m)
 {
+	mapping_copies_drain(m);
 	mapping_backup_wait(m);
 	for (size_t i = 0; i < m->n_regions; i++)
 		m->vmm->ops->host_unregister(m->vmm,

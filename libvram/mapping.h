@@ -67,6 +67,9 @@ struct mapping {
 	pthread_t giver;
 	bool giving;
 	struct mapping_giving *gift;
+	/* Copy lanes with a restore's copies issued and not yet waited for
+	 * (mapping_restore_issue), one bit each. */
+	unsigned lanes_busy;
 };
 
 /* Turns a message's chunk list into descs with fds from the frame f (the
@@ -114,9 +117,17 @@ uint64_t mapping_bytes_mapped(const struct mapping *m);
  * than the layout, -ENODEV if there is no backup. */
 int mapping_save(struct mapping *m);
 int mapping_restore(struct mapping *m);
-/* Restores chunks [from, to) only (a resume in parts: each as it comes).
- * The backup is registered up to the end of what is mapped. */
-int mapping_restore_chunks(struct mapping *m, size_t from, size_t to);
+/* Issues the restore of chunks [from, to) on copy lane lane (below
+ * VMM_LANES) and returns without waiting for it, so that a resume in parts
+ * queues the next chunk's copy behind the one under way and maps more
+ * meanwhile; mapping_restore_wait(lane) waits for it and returns its
+ * error (0 when nothing is issued there). Where the backend cannot issue
+ * without waiting, the copy is done when the issue returns. The backup is
+ * registered up to the end of what is mapped, as for mapping_restore.
+ * Whatever unmaps chunks or unpins the backup waits for both lanes first. */
+int mapping_restore_issue(struct mapping *m, size_t from, size_t to,
+			  unsigned lane);
+int mapping_restore_wait(struct mapping *m, unsigned lane);
 
 /* Holds back this process's give-backs' unpins while a resume call is
  * under way and for MAPPING_GATE_LINGER_MS after, short of anyone waiting

@@ -40,8 +40,12 @@ struct vram_pool {
 	uint64_t reserve_bytes; /* the range as the daemon knows it */
 	uint64_t parts_event;	/* the RESUME whose restore in parts is under
 				 * way here (events.c), or 0 */
-	int64_t parts_copied_ns; /* its last chunk's copy ended (clock.h) */
-	int64_t parts_copy_ns, parts_gap_ns; /* in copies, between them */
+	/* Its chunks whose copies are issued, and waited for: the ones
+	 * between are on the device (at most two). */
+	size_t parts_issued, parts_waited;
+	/* For the log (clock.h): its first copy issued, and when the device
+	 * last ran out of copies (0: it has not); the time it had none. */
+	int64_t parts_start_ns, parts_idle_ns, parts_gap_ns;
 	unsigned users;		/* public calls in progress (atomic) */
 	struct mapping map;
 	struct suballoc sa; /* owner only */

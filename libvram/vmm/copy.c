@@ -27,10 +27,16 @@ void vmm_copy_fini(struct vmm_copy *c)
 	pthread_mutex_destroy(&c->lock);
 }
 
-/* Reads the settings once, and makes dev's streams the first time. */
-static int copy_queue(struct vmm_copy *c, unsigned dev)
+/* Reads the settings once, and makes the streams of dev's lane the first
+ * time. */
+static int copy_queue(struct vmm_copy *c, unsigned dev, unsigned lane,
+		      const struct vmm_copy_queue **out)
 {
-	struct vmm_copy_queue *q = &c->queues[dev];
+	if (dev >= VMM_MAX_DEVICES)
+		return error_set(ENODEV, "copy: no device %u", dev);
+	if (lane >= VMM_COPY_LANES)
+		return error_set(EINVAL, "copy: no lane %u", lane);
+	struct vmm_copy_queue *q = &c->queues[dev][lane];
 	int r = 0;
 
 	pthread_mutex_lock(&c->lock);
@@ -54,21 +60,20 @@ static int copy_queue(struct vmm_copy *c, unsigned dev)
 		q->n_streams++;
 	}
 	pthread_mutex_unlock(&c->lock);
+	*out = q;
 	return r;
 }
 
-int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
-		 const struct vmm_span *spans, size_t n)
+/* Queues the spans' pieces round-robin on q; *used is how many of its
+ * streams were given any. The first error stops it. */
+static int copy_pieces(const struct vmm_copy *c, const struct vmm_copy_queue *q,
+		       int to_host, const struct vmm_span *spans, size_t n,
+		       unsigned *used)
 {
-	unsigned next = 0, used = 0;
-	int r, rs;
+	unsigned next = 0;
+	int r = 0;
 
-	if (dev >= VMM_MAX_DEVICES)
-		return error_set(ENODEV, "copy: no device %u", dev);
-	r = copy_queue(c, dev);
-	if (r < 0)
-		return r;
-	const struct vmm_copy_queue *q = &c->queues[dev];
+	*used = 0;
 	for (size_t i = 0; i < n && r == 0; i++) {
 		for (size_t off = 0; off < spans[i].len && r == 0;) {
 			size_t len = spans[i].len - off;
@@ -80,17 +85,25 @@ int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
 						 len, q->streams[next]);
 			off += len;
 			next = (next + 1) % q->n_streams;
-			if (used < q->n_streams)
-				used++;
+			if (*used < q->n_streams)
+				(*used)++;
 		}
 	}
-	/* Wait for what was issued even after an error: the caller may unmap
-	 * or reuse the memory next. The first error is the one reported. */
+	return r;
+}
+
+/* Synchronizes q's first n streams, all of them even after a failure;
+ * the first error is returned, its message kept (or r's, if r failed
+ * already: that one comes first). */
+static int copy_sync(const struct vmm_copy *c, const struct vmm_copy_queue *q,
+		     unsigned n, int r)
+{
 	char msg[ERROR_MSG_MAX] = "";
+
 	if (r < 0)
 		snprintf(msg, sizeof(msg), "%s", error_get());
-	for (unsigned i = 0; i < used; i++) {
-		rs = c->ops->stream_sync(c->drv, q->streams[i]);
+	for (unsigned i = 0; i < n; i++) {
+		int rs = c->ops->stream_sync(c->drv, q->streams[i]);
 		if (rs < 0 && r == 0) {
 			r = rs;
 			snprintf(msg, sizeof(msg), "%s", error_get());
@@ -99,4 +112,49 @@ int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
 	if (r < 0)
 		error_restore(msg);
 	return r;
+}
+
+int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
+		 const struct vmm_span *spans, size_t n)
+{
+	const struct vmm_copy_queue *q;
+	unsigned used;
+	int r = copy_queue(c, dev, 0, &q);
+
+	if (r < 0)
+		return r;
+	r = copy_pieces(c, q, to_host, spans, n, &used);
+	/* Wait for what was issued even after an error: the caller may unmap
+	 * or reuse the memory next. */
+	return copy_sync(c, q, used, r);
+}
+
+int vmm_copy_issue(struct vmm_copy *c, unsigned dev, unsigned lane,
+		   int to_host, const struct vmm_span *spans, size_t n)
+{
+	const struct vmm_copy_queue *q;
+	unsigned used;
+	int r = copy_queue(c, dev, lane, &q);
+
+	return r < 0 ? r : copy_pieces(c, q, to_host, spans, n, &used);
+}
+
+int vmm_copy_wait(struct vmm_copy *c, unsigned dev, unsigned lane)
+{
+	if (dev >= VMM_MAX_DEVICES || lane >= VMM_COPY_LANES)
+		return 0; /* vmm_copy_issue refused it: nothing was queued */
+	const struct vmm_copy_queue *q = &c->queues[dev][lane];
+	return copy_sync(c, q, q->n_streams, 0);
+}
+
+unsigned vmm_copy_streams(const struct vmm_copy *c, unsigned dev, void **out)
+{
+	unsigned k = 0;
+
+	if (dev >= VMM_MAX_DEVICES)
+		return 0;
+	for (unsigned l = 0; l < VMM_COPY_LANES; l++)
+		for (unsigned i = 0; i < c->queues[dev][l].n_streams; i++)
+			out[k++] = c->queues[dev][l].streams[i];
+	return k;
 }

@@ -5,9 +5,16 @@
  * here as three operations.
  *
  * A span list is cut into pieces of at most `piece` bytes, issued
- * round-robin on the device's streams (made the first time the device
- * copies, non-blocking), then every stream used is synchronized, even
- * after a failed piece: the caller may unmap or reuse the memory next.
+ * round-robin on the streams of one of the device's lanes (made the first
+ * time the lane copies, non-blocking), then every stream used is
+ * synchronized, even after a failed piece: the caller may unmap or reuse
+ * the memory next.
+ *
+ * Lanes: a copy may also be issued on a lane and waited for later
+ * (vmm_copy_issue, vmm_copy_wait), so that a restore in parts queues the
+ * next chunk's copy behind the one under way and waits only for the
+ * older: each lane has streams of its own, and a wait for one lane does
+ * not wait for the other's copies. vmm_copy_run copies on lane 0.
  */
 #ifndef LIBVRAM_VMM_COPY_H
 #define LIBVRAM_VMM_COPY_H
@@ -19,6 +26,7 @@
 #include "vmm.h"
 
 #define VMM_COPY_MAX_STREAMS 16
+#define VMM_COPY_LANES VMM_LANES
 
 /* The driver's side; drv is the half's own state. Each returns 0 or
  * -errno with the driver's words set by error_set(). */
@@ -32,7 +40,7 @@ struct vmm_copy_ops {
 	int (*stream_sync)(void *drv, void *stream);
 };
 
-/* One device's copy streams. */
+/* One lane's copy streams on one device. */
 struct vmm_copy_queue {
 	unsigned n_streams;
 	void *streams[VMM_COPY_MAX_STREAMS];
@@ -45,12 +53,12 @@ struct vmm_copy {
 	pthread_mutex_t lock; /* the settings and the queues' setup */
 	unsigned streams;     /* per device; 0 until the first copy */
 	uint64_t piece;
-	struct vmm_copy_queue queues[VMM_MAX_DEVICES];
+	struct vmm_copy_queue queues[VMM_MAX_DEVICES][VMM_COPY_LANES];
 };
 
 /* Sets up c for a half: its driver operations and state, and the names of
- * its two settings (streams per device, 1-16, default 4; largest piece in
- * MiB, default 64), read at the first copy. */
+ * its two settings (streams per lane of a device, 1-16, default 2; largest
+ * piece in MiB, default 256), read at the first copy. */
 void vmm_copy_init(struct vmm_copy *c, const struct vmm_copy_ops *ops,
 		   void *drv, const char *streams_env, const char *piece_env);
 void vmm_copy_fini(struct vmm_copy *c);
@@ -59,5 +67,17 @@ void vmm_copy_fini(struct vmm_copy *c);
  * by), with that device current on the calling thread. */
 int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
 		 const struct vmm_span *spans, size_t n);
+
+/* Queues every span on lane's streams and returns without waiting. After
+ * any issue, failed or not, the caller waits for the lane before it
+ * unmaps or reuses the memory: some pieces may have been queued. */
+int vmm_copy_issue(struct vmm_copy *c, unsigned dev, unsigned lane,
+		   int to_host, const struct vmm_span *spans, size_t n);
+/* Waits for everything queued on lane's streams of dev; the first error. */
+int vmm_copy_wait(struct vmm_copy *c, unsigned dev, unsigned lane);
+
+/* The streams made for dev over every lane, into out (room for
+ * VMM_COPY_LANES * VMM_COPY_MAX_STREAMS), for the half to destroy. */
+unsigned vmm_copy_streams(const struct vmm_copy *c, unsigned dev, void **out);
 
 #endif

@@ -453,6 +453,31 @@ static int cuda_copy(struct vmm *v, unsigned dev, int to_host,
 	return r;
 }
 
+static int cuda_copy_issue(struct vmm *v, unsigned dev, unsigned lane,
+			   int to_host, const struct vmm_span *spans, size_t n)
+{
+	struct vmm_cuda *vc = vc_of(v);
+	int r = vc_enter(vc, dev);
+
+	if (r < 0)
+		return r;
+	r = vmm_copy_issue(&vc->copy, dev, lane, to_host, spans, n);
+	vc_leave(vc);
+	return r;
+}
+
+static int cuda_copy_wait(struct vmm *v, unsigned dev, unsigned lane)
+{
+	struct vmm_cuda *vc = vc_of(v);
+	int r = vc_enter(vc, dev);
+
+	if (r < 0)
+		return r;
+	r = vmm_copy_wait(&vc->copy, dev, lane);
+	vc_leave(vc);
+	return r;
+}
+
 /* ---- the framework's devices, streams and graph capture ------------------ */
 
 static int cuda_local_device(struct vmm *v, unsigned dev)
@@ -524,13 +549,13 @@ static void cuda_destroy(struct vmm *v)
 		vc_unregister(vc, host);
 	for (unsigned i = 0; i < VMM_CUDA_MAX_DEVICES; i++) {
 		struct cuda_dev *d = &vc->devs[i];
-		const struct vmm_copy_queue *q = &vc->copy.queues[i];
+		void *streams[VMM_COPY_LANES * VMM_COPY_MAX_STREAMS];
+		unsigned n = vmm_copy_streams(&vc->copy, i, streams);
 		if (!d->retained)
 			continue;
-		if (q->n_streams &&
-		    vc->cu.cuCtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
-			for (unsigned s = 0; s < q->n_streams; s++)
-				vc->cu.cuStreamDestroy((CUstream)q->streams[s]);
+		if (n && vc->cu.cuCtxPushCurrent(d->ctx) == CUDA_SUCCESS) {
+			for (unsigned s = 0; s < n; s++)
+				vc->cu.cuStreamDestroy((CUstream)streams[s]);
 			vc_leave(vc);
 		}
 		vc->cu.cuDevicePrimaryCtxRelease(d->dev);
@@ -555,6 +580,8 @@ static const struct vmm_ops cuda_vmm_ops = {
 	.host_pins = true,
 	.host_unregister = cuda_host_unregister,
 	.copy = cuda_copy,
+	.copy_issue = cuda_copy_issue,
+	.copy_wait = cuda_copy_wait,
 	.local_device = cuda_local_device,
 	.capture_relax = cuda_capture_relax,
 	.capture_restore = cuda_capture_restore,

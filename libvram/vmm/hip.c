@@ -914,6 +914,33 @@ static int hip_copy(struct vmm *v, unsigned dev, int to_host,
 	return r;
 }
 
+static int hip_copy_issue(struct vmm *v, unsigned dev, unsigned lane,
+			  int to_host, const struct vmm_span *spans, size_t n)
+{
+	struct vmm_hip *vh = vh_of(v);
+	dev = vh_local(vh, dev);
+	int saved = 0, r = vh_enter(vh, dev, &saved);
+
+	if (r < 0)
+		return r;
+	r = vmm_copy_issue(&vh->copy, dev, lane, to_host, spans, n);
+	vh_pop(vh, dev, saved);
+	return r;
+}
+
+static int hip_copy_wait(struct vmm *v, unsigned dev, unsigned lane)
+{
+	struct vmm_hip *vh = vh_of(v);
+	dev = vh_local(vh, dev);
+	int saved = 0, r = vh_enter(vh, dev, &saved);
+
+	if (r < 0)
+		return r;
+	r = vmm_copy_wait(&vh->copy, dev, lane);
+	vh_pop(vh, dev, saved);
+	return r;
+}
+
 static int hip_local_device(struct vmm *v, unsigned dev)
 {
 	struct vmm_hip *vh = vh_of(v);
@@ -937,12 +964,13 @@ static void hip_destroy(struct vmm *v)
 	while (host_regs_pop(&vh->regs, &host, &len))
 		vh->api.hipHostUnregister(host);
 	for (unsigned i = 0; i < VMM_HIP_MAX_DEVICES; i++) {
-		const struct vmm_copy_queue *q = &vh->copy.queues[i];
+		void *streams[VMM_COPY_LANES * VMM_COPY_MAX_STREAMS];
+		unsigned n = vmm_copy_streams(&vh->copy, i, streams);
 		int saved;
-		if (!q->n_streams || vh_push(vh, i, &saved) < 0)
+		if (!n || vh_push(vh, i, &saved) < 0)
 			continue;
-		for (unsigned s = 0; s < q->n_streams; s++)
-			vh->api.hipStreamDestroy((hipStream_t)q->streams[s]);
+		for (unsigned s = 0; s < n; s++)
+			vh->api.hipStreamDestroy((hipStream_t)streams[s]);
 		vh_pop(vh, i, saved);
 	}
 	vmm_copy_fini(&vh->copy);
@@ -990,6 +1018,8 @@ static const struct vmm_ops hip_vmm_ops = {
 	.host_pins = true,
 	.host_unregister = hip_host_unregister,
 	.copy = hip_copy,
+	.copy_issue = hip_copy_issue,
+	.copy_wait = hip_copy_wait,
 	.local_device = hip_local_device,
 };
 

@@ -54,6 +54,16 @@ struct vmm_ops {
 	 * done. */
 	int (*copy)(struct vmm *v, unsigned dev, int to_host,
 		    const struct vmm_span *spans, size_t n);
+	/* Optional (NULL: copy is the only way). copy_issue queues the spans
+	 * on copy lane lane (below VMM_LANES) and returns without waiting;
+	 * copy_wait(lane) waits for everything queued there. A lane's copies
+	 * are waited for apart from the other's, so a copy can be queued
+	 * behind one under way and the older one waited for alone. After any
+	 * copy_issue, failed or not, the caller waits for its lane before it
+	 * unmaps or reuses the memory. */
+	int (*copy_issue)(struct vmm *v, unsigned dev, unsigned lane,
+			  int to_host, const struct vmm_span *spans, size_t n);
+	int (*copy_wait)(struct vmm *v, unsigned dev, unsigned lane);
 	/* This process's ordinal of the daemon's device dev (what the
 	 * framework running here, PyTorch, calls it), or -ENODEV with a
 	 * message when this process cannot see it. The one place a daemon
@@ -71,6 +81,7 @@ struct vmm_ops {
 };
 
 #define VMM_MAX_DEVICES 16
+#define VMM_LANES 2 /* copy lanes (copy_issue) */
 
 struct vmm {
 	const struct vmm_ops *ops;

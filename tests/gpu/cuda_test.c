@@ -247,6 +247,47 @@ TEST(host_backup_bit_for_bit)
 	gpu_daemon_stop();
 }
 
+/* A host pool of many allocations resumes in parts (the daemon makes its
+ * chunks as the restore goes, and libvram queues each chunk's copy behind
+ * the one before): every chunk comes back bit for bit, on every cycle. */
+TEST(host_restore_in_parts_bit_for_bit)
+{
+	enum { N = 6 };
+	const size_t n = 64 * MiB;
+	uint32_t *back;
+	void *a[N];
+
+	gpu_require();
+	gpu_daemon_start();
+	vram_client *c = gpu_connect("t");
+	/* Grown allocation by allocation: chunks of 64, 64, 128 and 128 MiB. */
+	vram_pool *p = gpu_pool_make(c, "parts", VRAM_POLICY_HOST, N * n, 0);
+	for (int i = 0; i < N; i++)
+		ASSERT_OK(vram_alloc(p, n, &a[i]));
+	CU_OK(G.cu.cuMemAllocHost((void **)&back, n));
+
+	for (uint32_t cycle = 1; cycle <= 3; cycle++) {
+		for (int i = 0; i < N; i++)
+			CU_OK(G.cu.cuMemsetD32((CUdeviceptr)a[i],
+					       cycle << 16 | (uint32_t)i,
+					       n / 4));
+		ASSERT_OK(vram_pool_pause(p, NULL));
+		ASSERT_OK(vram_pool_resume(p, NULL));
+		for (int i = 0; i < N; i++) {
+			CU_OK(G.cu.cuMemcpyDtoH(back, (CUdeviceptr)a[i], n));
+			for (size_t w = 0; w < n / 4; w++)
+				if (back[w] != (cycle << 16 | (uint32_t)i))
+					TEST_FAIL("cycle %u: allocation %d "
+						  "word %zu is %#x",
+						  cycle, i, w, back[w]);
+		}
+	}
+	CU_OK(G.cu.cuMemFreeHost(back));
+	vram_pool_close(p);
+	vram_client_close(c);
+	gpu_daemon_stop();
+}
+
 /* A discard pool's pause gives its size back to the device, within one
  * granule, and resume takes it again; the daemon's report says the same. */
 TEST(discard_pause_frees_device_memory)

@@ -18,7 +18,14 @@
 
 #include "../integration/integ.h"
 #include "client_fake.h"
+#include "cuda_fake.h"
 #include "frame_send.h"
+#include "vmm.h"
+
+/* libvram's CUDA half, named so that the static link keeps it (vmm.c
+ * refers to it weakly) for the case on the fake driver. */
+static __attribute__((used)) int (*const cuda_half)(struct vmm **) =
+	vmm_cuda_open;
 
 static vram_pool *pool_create(vram_client *c, const char *name, int policy,
 			      uint64_t reserve)
@@ -945,8 +952,9 @@ TEST(failed_resume_acks_the_error_and_stays_paused)
 }
 
 /* A restore in parts (a RESUME with more set, then RESUME_MORE events of
- * its id): each chunk restored is reported, the ack waits for the last
- * part and the content is back; the daemon's word that it could not make
+ * its id): each chunk restored is reported once the next one's copy is
+ * issued (so an event's last chunk is reported in the next event), the
+ * ack waits for the last part and the content is back; the daemon's word that it could not make
  * the rest unmaps what was mapped and acks its error; a RESUME_MORE of no
  * restore under way is ignored. */
 TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
@@ -964,8 +972,8 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 	resume_two_chunks(&f, 60, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_progress_event == 60 &&
-			      f.last_progress_restored == 2);
-	ASSERT_EQ(f.n_progress, 2u);
+			      f.last_progress_restored == 1);
+	ASSERT_EQ(f.n_progress, 1u);
 	ASSERT(f.last_ack_event != 60);
 	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
 	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 60, id, true,
@@ -992,7 +1000,7 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 	resume_two_chunks(&f, 62, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_progress_event == 62 &&
-			      f.last_progress_restored == 2);
+			      f.last_progress_restored == 1);
 	ASSERT_EQ(f.n_acks, acks);
 	mfd = fake_memfd(more);
 	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 62, id, true,
@@ -1001,10 +1009,78 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_ack_event == 62);
 	ASSERT_EQ(f.last_ack_err, 0);
-	ASSERT_EQ(f.last_progress_restored, 2u); /* the last is the ack */
+	/* The second chunk reported with the third issued; the last is the
+	 * ack. */
+	ASSERT_EQ(f.last_progress_restored, 2u);
+	ASSERT_EQ(f.n_progress, 3u);
 	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_ACTIVE);
 	ASSERT(check(a, 4096, 5));
 	ASSERT_UEQ(vram_pool_size(p), 96 * MiB);
+	vram_client_close(c);
+	fake_stop(&f);
+}
+
+/* The restore in parts as a pipeline, on the CUDA half against the fake
+ * driver, whose async copies land only when their stream is waited for:
+ * an event leaves its last chunk's copy queued (the next chunk's copy is
+ * issued before it is waited for), the daemon's failure waits for that
+ * copy before it unmaps, and the last part waits for every copy before
+ * the ack. No chunk is ever unmapped under a copy. */
+TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
+{
+	struct fake f;
+	vram_pool *p;
+	void *a;
+
+	cuda_fake_load();
+	fake_init(&f);
+	f.backend = "cuda";
+	f.uuid = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"; /* the fake's */
+	fake_start(&f);
+	vram_client *c = fake_connect(&f);
+	p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	ASSERT_OK(vram_alloc(p, 96 * MiB, &a));
+	uintptr_t base = (uintptr_t)a;
+	/* Content at the start of each 32 MiB chunk the resume brings. */
+	fill(a, 4096, 5);
+	for (unsigned k = 1; k < 3; k++)
+		*(uint32_t *)(base + k * 32 * MiB) = 0xc0de0000u + k;
+	uint64_t id = fake_pool_id(&f, "w");
+	ASSERT_OK(vram_pool_pause(p, NULL));
+
+	resume_two_chunks(&f, 60, id, 32 * MiB, true);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_progress_event == 60 &&
+			      f.last_progress_restored == 1);
+	ASSERT(check(a, 4096, 5));
+	ASSERT_EQ(*(uint32_t *)(base + 32 * MiB), 0u); /* still queued */
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 60, id, true,
+		       NULL, NULL, 0, 0, false, ENOMEM);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 60);
+	ASSERT_EQ(f.last_ack_err, ENOMEM);
+	ASSERT_EQ(fake_count("busy_unmaps"), 0);
+	ASSERT_EQ(fake_count("mapped"), 0);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
+
+	resume_two_chunks(&f, 62, id, 32 * MiB, true);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_progress_event == 62 &&
+			      f.last_progress_restored == 1);
+	uint64_t more = 32 * MiB;
+	int mfd = fake_memfd(more);
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 62, id, true,
+		       &more, &mfd, 1, 64 * MiB, false, 0);
+	close(mfd);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 62);
+	ASSERT_EQ(f.last_ack_err, 0);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_ACTIVE);
+	ASSERT(check(a, 4096, 5));
+	for (unsigned k = 1; k < 3; k++)
+		ASSERT_EQ(*(uint32_t *)(base + k * 32 * MiB), 0xc0de0000u + k);
+	ASSERT_EQ(fake_count("busy_unmaps"), 0);
+	ASSERT_EQ(fake_count("mapped"), 3);
 	vram_client_close(c);
 	fake_stop(&f);
 }

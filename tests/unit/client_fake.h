@@ -75,6 +75,7 @@ struct fake {
 	int hello_err;		/* answer hello with this errno */
 	uint32_t hello_version; /* 0: WIRE_PROTOCOL_VERSION */
 	const char *backend;	/* NULL: "host" */
+	const char *uuid;	/* the device's; NULL: "fake-0" */
 	bool close_after_hello; /* hang up once hello is answered */
 	bool ignore_pings;	/* never answer a ping */
 	unsigned ping_batch;	/* answer pings N at a time, newest first */
@@ -466,7 +467,7 @@ static FAKE_UNUSED void fake_hello(struct fake *f, int ci, uint64_t id)
 		fake_reply_err(f, ci, id, f->hello_err, "no hello for you");
 		return;
 	}
-	d.uuid = (char *)"fake-0";
+	d.uuid = (char *)(f->uuid ? f->uuid : "fake-0");
 	d.total_bytes = d.free_bytes = 1ull << 30;
 	d.granularity = 2ull << 20;
 	hr.version =

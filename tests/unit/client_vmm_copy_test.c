@@ -184,7 +184,7 @@ TEST(fewer_streams_will_do_none_will_not)
 	ASSERT_EQ(r->n, 0);
 	r->make_at_most = 2;
 	ASSERT_OK(vmm_copy_run(&c, 0, 1, &span, 1));
-	ASSERT_EQ(c.queues[0].n_streams, 2);
+	ASSERT_EQ(c.queues[0][0].n_streams, 2);
 	ASSERT_EQ(count(r, 'c'), 3);
 	ASSERT_EQ(count(r, 's'), 2);
 	vmm_copy_fini(&c);
@@ -217,6 +217,55 @@ TEST(a_failure_still_waits_and_reports_the_first)
 	ASSERT_EQ(vmm_copy_run(&c, 0, 0, &span, 1), -EINVAL);
 	ASSERT_EQ(count(r, 's'), 3);
 	ASSERT(strstr(error_get(), "sync 0 failed") != NULL);
+	vmm_copy_fini(&c);
+	free(r);
+}
+
+TEST(a_lane_is_issued_now_and_waited_for_alone)
+{
+	struct vmm_copy c;
+	struct rec *r = rec_new(&c, "2", "1");
+	char host[1];
+	struct vmm_span span = { 0x1000, host, 3 * MiB };
+
+	/* Issued: three pieces on lane 0's two streams, none waited for. */
+	ASSERT_OK(vmm_copy_issue(&c, 0, 0, 0, &span, 1));
+	ASSERT_EQ(count(r, 'c'), 3);
+	ASSERT_EQ(count(r, 's'), 0);
+	/* Lane 1 has streams of its own. */
+	span.dev = 0x9000000;
+	ASSERT_OK(vmm_copy_issue(&c, 0, 1, 0, &span, 1));
+	ASSERT_EQ(r->streams_made, 4);
+	for (int i = 3; i < 6; i++)
+		ASSERT(r->calls[i].stream ==
+		       (void *)(uintptr_t)(0x102 + (i - 3) % 2));
+	/* Waiting for lane 0 syncs its streams only. */
+	r->n = 0;
+	ASSERT_OK(vmm_copy_wait(&c, 0, 0));
+	ASSERT_EQ(count(r, 's'), 2);
+	ASSERT(r->calls[0].stream == (void *)(uintptr_t)0x100);
+	ASSERT(r->calls[1].stream == (void *)(uintptr_t)0x101);
+	/* A piece that fails to queue is the issue's error; its lane is
+	 * still waited for whole, and a failed sync is the wait's. */
+	r->n = 0;
+	r->copies = r->syncs = 0;
+	r->fail_copy_at = 1;
+	ASSERT_EQ(vmm_copy_issue(&c, 0, 1, 0, &span, 1), -EIO);
+	ASSERT_EQ(count(r, 'c'), 2);
+	r->fail_sync_at = 1;
+	ASSERT_EQ(vmm_copy_wait(&c, 0, 1), -EINVAL);
+	ASSERT_EQ(count(r, 's'), 2);
+	ASSERT(strstr(error_get(), "sync 1 failed") != NULL);
+	/* No such lane or device: refused before anything is queued, and
+	 * its wait has nothing to wait for. */
+	r->n = 0;
+	ASSERT_EQ(vmm_copy_issue(&c, 0, VMM_COPY_LANES, 0, &span, 1), -EINVAL);
+	ASSERT_EQ(vmm_copy_issue(&c, VMM_MAX_DEVICES, 0, 0, &span, 1), -ENODEV);
+	ASSERT_OK(vmm_copy_wait(&c, 0, VMM_COPY_LANES));
+	ASSERT_EQ(r->n, 0);
+	void *streams[VMM_COPY_LANES * VMM_COPY_MAX_STREAMS];
+	ASSERT_EQ(vmm_copy_streams(&c, 0, streams), 4);
+	ASSERT_EQ(vmm_copy_streams(&c, 1, streams), 0);
 	vmm_copy_fini(&c);
 	free(r);
 }

@@ -7,7 +7,8 @@
  *
  * Device memory is a memfd per allocation, a reserved range is a PROT_NONE
  * mapping, mapping is mmap(MAP_FIXED) of the memfd into it, and copies are
- * memcpy, as in the host backend. Tests read counters with fake_count()
+ * memcpy, as in the host backend (an async one runs only once its stream
+ * is waited for: pending_queue). Tests read counters with fake_count()
  * and make the next call to a function fail with fake_fail().
  *
  * The device is shared by every process that loads the fake, as a GPU is:
@@ -92,7 +93,7 @@ static struct {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int ctx_depth;
 static int handles, mapped, retained, streams, registered, copies, syncs,
-	ctx_syncs, creates, readonly_maps, rdma_creates;
+	ctx_syncs, creates, readonly_maps, rdma_creates, busy_unmaps;
 /* This thread's stream-capture mode, and what it was at the last cuMemMap
  * of any thread; the device of the last cuMemSetAccess. */
 static __thread int capture_mode;
@@ -125,6 +126,7 @@ int fake_count(const char *what)
 		{ "readonly_maps", &readonly_maps },
 		{ "map_capture_mode", &map_capture_mode },
 		{ "access_device", &access_device },
+		{ "busy_unmaps", &busy_unmaps },
 	};
 	if (strcmp(what, "ctx_depth") == 0)
 		return ctx_depth;
@@ -165,6 +167,71 @@ static void bump(int *counter, int by)
 {
 	pthread_mutex_lock(&lock);
 	*counter += by;
+	pthread_mutex_unlock(&lock);
+}
+
+/* An async copy runs when its stream (or the context) is synchronized or
+ * destroyed: the latest a device may run it, so a caller that reads or
+ * unmaps the memory before it waits sees what the device would not have
+ * written yet. An unmap over a copy still queued drops it and counts in
+ * "busy_unmaps", where the device would fault. */
+struct pending_copy {
+	void *stream;
+	char *dst;
+	const char *src;
+	size_t len;
+	uintptr_t dev; /* the device side, for unmaps */
+	struct pending_copy *next;
+};
+static struct pending_copy *pending;
+
+static int pending_queue(void *stream, void *dst, const void *src, size_t len,
+			 uintptr_t dev)
+{
+	struct pending_copy *c = malloc(sizeof(*c)), **at;
+
+	if (!c)
+		return OUT_OF_MEMORY;
+	*c = (struct pending_copy){ stream, dst, src, len, dev, NULL };
+	pthread_mutex_lock(&lock);
+	for (at = &pending; *at; at = &(*at)->next)
+		;
+	*at = c;
+	pthread_mutex_unlock(&lock);
+	return OK;
+}
+
+/* Runs (in order) the copies queued on stream, or every one (NULL). */
+static void pending_run(void *stream)
+{
+	pthread_mutex_lock(&lock);
+	for (struct pending_copy **at = &pending; *at;) {
+		struct pending_copy *c = *at;
+		if (stream && c->stream != stream) {
+			at = &c->next;
+			continue;
+		}
+		memcpy(c->dst, c->src, c->len);
+		*at = c->next;
+		free(c);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* Drops the copies queued into or out of [ptr, ptr + size). */
+static void pending_drop(uintptr_t ptr, size_t size)
+{
+	pthread_mutex_lock(&lock);
+	for (struct pending_copy **at = &pending; *at;) {
+		struct pending_copy *c = *at;
+		if (c->dev < ptr + size && ptr < c->dev + c->len) {
+			busy_unmaps++;
+			*at = c->next;
+			free(c);
+		} else {
+			at = &c->next;
+		}
+	}
 	pthread_mutex_unlock(&lock);
 }
 
@@ -565,6 +632,7 @@ CUresult cuCtxSynchronize(void)
 {
 	NEED_CONTEXT();
 	FAIL_POINT("cuCtxSynchronize");
+	pending_run(NULL);
 	bump(&ctx_syncs, 1);
 	return OK;
 }
@@ -695,6 +763,7 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t off,
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
 	FAIL_POINT("cuMemUnmap");
+	pending_drop((uintptr_t)ptr, size);
 	ro_set((uintptr_t)ptr, size, 0);
 	if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
@@ -741,6 +810,7 @@ CUresult cuStreamCreate(void **s, unsigned flags)
 CUresult cuStreamDestroy_v2(void *s)
 {
 	NEED_CONTEXT();
+	pending_run(s);
 	bump(&streams, -1);
 	return OK;
 }
@@ -748,6 +818,7 @@ CUresult cuStreamDestroy_v2(void *s)
 CUresult cuStreamSynchronize(void *s)
 {
 	NEED_CONTEXT();
+	pending_run(s);
 	bump(&syncs, 1);
 	return OK;
 }
@@ -858,18 +929,18 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len,
 	FAIL_POINT("cuMemcpyHtoDAsync");
 	if (ro_hit((uintptr_t)dst, len))
 		return ILLEGAL_ADDRESS;
-	memcpy((void *)(uintptr_t)dst, src, len);
 	bump(&copies, 1);
-	return OK;
+	return pending_queue(s, (void *)(uintptr_t)dst, src, len,
+			     (uintptr_t)dst);
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t len, void *s)
 {
 	NEED_CONTEXT();
 	FAIL_POINT("cuMemcpyDtoHAsync");
-	memcpy(dst, (const void *)(uintptr_t)src, len);
 	bump(&copies, 1);
-	return OK;
+	return pending_queue(s, dst, (const void *)(uintptr_t)src, len,
+			     (uintptr_t)src);
 }
 
 CUresult cuMemsetD32_v2(CUdeviceptr dst, unsigned v, size_t n)
