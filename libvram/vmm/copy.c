@@ -129,8 +129,8 @@ int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
 	return copy_sync(c, q, used, r);
 }
 
-int vmm_copy_issue(struct vmm_copy *c, unsigned dev, unsigned lane,
-		   int to_host, const struct vmm_span *spans, size_t n)
+int vmm_copy_issue(struct vmm_copy *c, unsigned dev, unsigned lane, int to_host,
+		   const struct vmm_span *spans, size_t n)
 {
 	const struct vmm_copy_queue *q;
 	unsigned used;

@@ -71,8 +71,8 @@ int vmm_copy_run(struct vmm_copy *c, unsigned dev, int to_host,
 /* Queues every span on lane's streams and returns without waiting. After
  * any issue, failed or not, the caller waits for the lane before it
  * unmaps or reuses the memory: some pieces may have been queued. */
-int vmm_copy_issue(struct vmm_copy *c, unsigned dev, unsigned lane,
-		   int to_host, const struct vmm_span *spans, size_t n);
+int vmm_copy_issue(struct vmm_copy *c, unsigned dev, unsigned lane, int to_host,
+		   const struct vmm_span *spans, size_t n);
 /* Waits for everything queued on lane's streams of dev; the first error. */
 int vmm_copy_wait(struct vmm_copy *c, unsigned dev, unsigned lane);
 

@@ -971,8 +971,8 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 	/* The rest could not be made. */
 	resume_two_chunks(&f, 60, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
-	FAKE_WAIT(&f, f.last_progress_event == 60 &&
-			      f.last_progress_restored == 1);
+	FAKE_WAIT(&f,
+		  f.last_progress_event == 60 && f.last_progress_restored == 1);
 	ASSERT_EQ(f.n_progress, 1u);
 	ASSERT(f.last_ack_event != 60);
 	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
@@ -999,8 +999,8 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 	/* Two parts: the ack comes with the second, the content is back. */
 	resume_two_chunks(&f, 62, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
-	FAKE_WAIT(&f, f.last_progress_event == 62 &&
-			      f.last_progress_restored == 1);
+	FAKE_WAIT(&f,
+		  f.last_progress_event == 62 && f.last_progress_restored == 1);
 	ASSERT_EQ(f.n_acks, acks);
 	mfd = fake_memfd(more);
 	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 62, id, true,
@@ -1050,8 +1050,8 @@ TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
 
 	resume_two_chunks(&f, 60, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
-	FAKE_WAIT(&f, f.last_progress_event == 60 &&
-			      f.last_progress_restored == 1);
+	FAKE_WAIT(&f,
+		  f.last_progress_event == 60 && f.last_progress_restored == 1);
 	ASSERT(check(a, 4096, 5));
 	ASSERT_EQ(*(uint32_t *)(base + 32 * MiB), 0u); /* still queued */
 	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 60, id, true,
@@ -1065,8 +1065,8 @@ TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
 
 	resume_two_chunks(&f, 62, id, 32 * MiB, true);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
-	FAKE_WAIT(&f, f.last_progress_event == 62 &&
-			      f.last_progress_restored == 1);
+	FAKE_WAIT(&f,
+		  f.last_progress_event == 62 && f.last_progress_restored == 1);
 	uint64_t more = 32 * MiB;
 	int mfd = fake_memfd(more);
 	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 62, id, true,
