@@ -287,6 +287,14 @@ static void mapping_copy_upto(struct mapping *m, struct mapping_copying *cp,
 		uint64_t len = s->len - cp->into;
 		if (len > upto - s_off - cp->into)
 			len = upto - s_off - cp->into;
+		/* Never past a pinned slice's end (slices start at each
+		 * chunk's start): the driver refuses a copy of pinned memory
+		 * that spans two registrations, whatever piece size the
+		 * backend's setting asks for. */
+		uint64_t slice_left =
+			MAPPING_PIN_SLICE - cp->into % MAPPING_PIN_SLICE;
+		if (len > slice_left)
+			len = slice_left;
 		cp->part[k].dev = s->dev + cp->into;
 		cp->part[k].host = (uint8_t *)s->host + cp->into;
 		cp->part[k].len = len;
@@ -610,7 +618,12 @@ static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to,
 		to = m->n_chunks;
 	if (from >= to)
 		return 0;
-	struct vmm_span *spans = calloc(2 * (to - from), sizeof(*spans));
+	/* The spans (a chunk each), then room for the parts they are cut
+	 * into (mapping_copy_upto): at most a part per pinned slice. */
+	size_t cap = to - from;
+	for (size_t i = from; i < to; i++)
+		cap += m->chunks[i].size / MAPPING_PIN_SLICE + 1;
+	struct vmm_span *spans = calloc(cap, sizeof(*spans));
 	if (!spans)
 		return -ENOMEM;
 	for (size_t i = from; i < to; i++) {

@@ -1026,18 +1026,25 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
  * issued before it is waited for), the daemon's failure waits for that
  * copy before it unmaps, and the last part waits for every copy before
  * the ack. No chunk is ever unmapped under a copy. */
+/* The fake daemon on the cuda backend, with libvram's CUDA half on the
+ * fake driver. */
+static vram_client *fake_cuda_connect(struct fake *f)
+{
+	cuda_fake_load();
+	fake_init(f);
+	f->backend = "cuda";
+	f->uuid = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"; /* the fake's */
+	fake_start(f);
+	return fake_connect(f);
+}
+
 TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
 {
 	struct fake f;
 	vram_pool *p;
 	void *a;
 
-	cuda_fake_load();
-	fake_init(&f);
-	f.backend = "cuda";
-	f.uuid = "GPU-00010203-0405-0607-0809-0a0b0c0d0e0f"; /* the fake's */
-	fake_start(&f);
-	vram_client *c = fake_connect(&f);
+	vram_client *c = fake_cuda_connect(&f);
 	p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
 	ASSERT_OK(vram_alloc(p, 96 * MiB, &a));
 	uintptr_t base = (uintptr_t)a;
@@ -1081,6 +1088,27 @@ TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
 		ASSERT_EQ(*(uint32_t *)(base + k * 32 * MiB), 0xc0de0000u + k);
 	ASSERT_EQ(fake_count("busy_unmaps"), 0);
 	ASSERT_EQ(fake_count("mapped"), 3);
+	vram_client_close(c);
+	fake_stop(&f);
+}
+
+/* A backup is pinned in slices of 256 MiB, and the driver refuses a copy
+ * that spans two: a copy piece setting larger than that still saves and
+ * restores a chunk larger than a slice, bit for bit. */
+TEST(copy_pieces_larger_than_a_pinned_slice_still_copy)
+{
+	struct fake f;
+	void *a;
+
+	setenv("VRAM_CUDA_COPY_PIECE_MB", "1024", 1);
+	vram_client *c = fake_cuda_connect(&f);
+	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 512 * MiB);
+	ASSERT_OK(vram_alloc(p, 384 * MiB, &a));
+	fill((char *)a + 200 * MiB, 112 * MiB, 9); /* across the first slice */
+	ASSERT_OK(vram_pool_pause(p, NULL));
+	ASSERT_OK(vram_pool_resume(p, NULL));
+	ASSERT(check((char *)a + 200 * MiB, 112 * MiB, 9));
+	ASSERT_EQ(fake_count("busy_unmaps"), 0);
 	vram_client_close(c);
 	fake_stop(&f);
 }

@@ -845,21 +845,56 @@ CUresult cuEventDestroy_v2(void *e)
 	return OK;
 }
 
+/* Host ranges registered: an async copy that touches one must lie
+ * within it, as the driver refuses one that spans two registrations (or
+ * runs past one) with CUDA_ERROR_INVALID_VALUE. */
+#define MAX_REGS 1024
+static struct {
+	uintptr_t start, end;
+} regs[MAX_REGS];
+
 CUresult cuMemHostRegister_v2(void *p, size_t len, unsigned flags)
 {
 	NEED_CONTEXT();
 	FAIL_POINT("cuMemHostRegister");
-	bump(&registered, 1);
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_REGS; i++)
+		if (regs[i].end == 0) {
+			regs[i].start = (uintptr_t)p;
+			regs[i].end = (uintptr_t)p + len;
+			break;
+		}
+	registered++;
+	pthread_mutex_unlock(&lock);
 	return OK;
 }
 
 CUresult cuMemHostUnregister(void *p)
 {
 	NEED_CONTEXT();
-	if (registered == 0)
-		return HOST_NOT_REGISTERED;
-	bump(&registered, -1);
-	return OK;
+	pthread_mutex_lock(&lock);
+	int found = registered > 0;
+	for (int i = 0; i < MAX_REGS; i++)
+		if (regs[i].end && regs[i].start == (uintptr_t)p)
+			regs[i].start = regs[i].end = 0;
+	if (found)
+		registered--;
+	pthread_mutex_unlock(&lock);
+	return found ? OK : HOST_NOT_REGISTERED;
+}
+
+/* 0 when [p, p + len) is inside one registration or touches none. */
+static int host_span_bad(const void *p, size_t len)
+{
+	uintptr_t a = (uintptr_t)p, b = a + len;
+	int bad = 0;
+
+	pthread_mutex_lock(&lock);
+	for (int i = 0; i < MAX_REGS && !bad; i++)
+		if (regs[i].end && a < regs[i].end && regs[i].start < b)
+			bad = a < regs[i].start || b > regs[i].end;
+	pthread_mutex_unlock(&lock);
+	return bad;
 }
 
 CUresult cuMemAllocHost_v2(void **p, size_t len)
@@ -929,6 +964,8 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t len,
 	FAIL_POINT("cuMemcpyHtoDAsync");
 	if (ro_hit((uintptr_t)dst, len))
 		return ILLEGAL_ADDRESS;
+	if (host_span_bad(src, len))
+		return INVALID_VALUE;
 	bump(&copies, 1);
 	return pending_queue(s, (void *)(uintptr_t)dst, src, len,
 			     (uintptr_t)dst);
@@ -938,6 +975,8 @@ CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t len, void *s)
 {
 	NEED_CONTEXT();
 	FAIL_POINT("cuMemcpyDtoHAsync");
+	if (host_span_bad(dst, len))
+		return INVALID_VALUE;
 	bump(&copies, 1);
 	return pending_queue(s, dst, (const void *)(uintptr_t)src, len,
 			     (uintptr_t)src);
