@@ -230,6 +230,51 @@ TEST(copy_in_pieces_over_streams)
 	free(want);
 }
 
+/* Copy lanes: a copy issued on a lane lands once that lane is waited for
+ * (the fake runs an async copy only then), a wait for one lane leaves
+ * the other's copy queued, and destroy drops both lanes' streams. */
+TEST(copy_lanes_are_waited_for_apart)
+{
+	struct vmm *v;
+	uintptr_t base, h;
+	size_t total = 2 * GRAN;
+
+	setenv("VRAM_CUDA_COPY_STREAMS", "2", 1);
+	v = fake_vmm();
+	ASSERT(v->ops->copy_issue && v->ops->copy_wait);
+	ASSERT_OK(v->ops->reserve(v, 0, total, GRAN, &base));
+	int fd = chunk_fd(total);
+	ASSERT_OK(v->ops->map(v, 0, base, total, fd, 0, &h));
+	uint8_t *host = malloc(total);
+	ASSERT(host);
+	ASSERT_OK(v->ops->host_register(v, host, total));
+	memset(host, 7, GRAN);
+	memset(host + GRAN, 9, GRAN);
+	memset((void *)base, 0, total);
+
+	struct vmm_span lo = { base, host, GRAN },
+			hi = { base + GRAN, host + GRAN, GRAN };
+	ASSERT_OK(v->ops->copy_issue(v, 0, 0, 0, &lo, 1));
+	ASSERT_OK(v->ops->copy_issue(v, 0, 1, 0, &hi, 1));
+	ASSERT_NO_CONTEXT_LEFT();
+	ASSERT_EQ(fake_count("streams"), 4);
+	ASSERT_EQ(((uint8_t *)base)[0], 0); /* queued, not yet copied */
+	ASSERT_OK(v->ops->copy_wait(v, 0, 0));
+	ASSERT_EQ(((uint8_t *)base)[0], 7);
+	ASSERT_EQ(((uint8_t *)base)[GRAN], 0); /* lane 1 still queued */
+	ASSERT_OK(v->ops->copy_wait(v, 0, 1));
+	ASSERT_EQ(((uint8_t *)base)[GRAN], 9);
+	ASSERT_NO_CONTEXT_LEFT();
+
+	ASSERT_OK(v->ops->unmap(v, 0, base, total, h));
+	close(fd);
+	ASSERT_OK(v->ops->unreserve(v, base, total));
+	vmm_destroy(v);
+	ASSERT_EQ(fake_count("streams"), 0);
+	ASSERT_EQ(fake_count("busy_unmaps"), 0);
+	free(host);
+}
+
 TEST(host_register_pairs)
 {
 	struct vmm *v = fake_vmm();

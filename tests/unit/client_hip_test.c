@@ -844,6 +844,48 @@ TEST(copy_in_pieces_over_streams)
 	free(want);
 }
 
+/* Copy lanes: each has streams of its own, a wait syncs its lane's only,
+ * and destroy drops both lanes' streams. */
+TEST(copy_lanes_are_waited_for_apart)
+{
+	struct vmm *v;
+	uintptr_t base, h;
+	size_t total = 2 * GRAN;
+
+	setenv("VRAM_HIP_COPY_STREAMS", "2", 1);
+	v = hip_vmm();
+	ASSERT(v->ops->copy_issue && v->ops->copy_wait);
+	ASSERT_OK(v->ops->reserve(v, 0, total, GRAN, &base));
+	int fd = fake_chunk_fd(total);
+	ASSERT_OK(v->ops->map(v, 0, base, total, fd, 0, &h));
+	uint8_t *host = malloc(total);
+	ASSERT(host);
+	memset(host, 7, total);
+
+	struct vmm_span lo = { base, host, GRAN },
+			hi = { base + GRAN, host + GRAN, GRAN };
+	ASSERT_OK(v->ops->copy_issue(v, 0, 0, 0, &lo, 1));
+	ASSERT_OK(v->ops->copy_issue(v, 0, 1, 0, &hi, 1));
+	ASSERT_EQ(fake.n_streams, 4);
+	int syncs = fake.stream_syncs;
+	ASSERT_OK(v->ops->copy_wait(v, 0, 1));
+	ASSERT_EQ(fake.stream_syncs, syncs + 2);
+	ASSERT_OK(v->ops->copy_wait(v, 0, 0));
+	ASSERT_EQ(fake.stream_syncs, syncs + 4);
+	ASSERT_EQ(memcmp((void *)base, host, total), 0);
+
+	ASSERT_OK(v->ops->unmap(v, 0, base, total, h));
+	close(fd);
+	ASSERT_OK(v->ops->unreserve(v, base, total));
+	fake_mark();
+	vmm_destroy(v);
+	for (int i = 0; i < 4; i++)
+		EXPECT_CALL("hipStreamDestroy()");
+	EXPECT_NO_MORE_CALLS();
+	assert_clean();
+	free(host);
+}
+
 TEST(host_register_pairs)
 {
 	struct vmm *v = hip_vmm();
