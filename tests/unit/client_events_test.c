@@ -913,6 +913,17 @@ static void resume_two_chunks(struct fake *f, uint64_t event_id, uint64_t id,
 	close(fds[1]);
 }
 
+/* The last part of a restore in parts after resume_two_chunks: a third
+ * chunk of 32 MiB at 64 MiB. */
+static void resume_last_chunk(struct fake *f, uint64_t event_id, uint64_t id)
+{
+	uint64_t size = 32 * MiB;
+	int fd = fake_memfd(size);
+	fake_send_part(f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, event_id, id,
+		       true, &size, &fd, 1, 64 * MiB, false, 0);
+	close(fd);
+}
+
 TEST(failed_resume_acks_the_error_and_stays_paused)
 {
 	struct fake f;
@@ -987,11 +998,7 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 
 	/* No restore under way: ignored, no ack. */
 	unsigned acks = f.n_acks;
-	uint64_t more = 32 * MiB;
-	int mfd = fake_memfd(more);
-	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 61, id, true,
-		       &more, &mfd, 1, 64 * MiB, false, 0);
-	close(mfd);
+	resume_last_chunk(&f, 61, id);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	ASSERT_EQ(f.n_acks, acks);
 	ASSERT(!chunk_mapped((uintptr_t)a));
@@ -1002,10 +1009,7 @@ TEST(resume_in_parts_reports_each_chunk_and_acks_the_last)
 	FAKE_WAIT(&f,
 		  f.last_progress_event == 62 && f.last_progress_restored == 1);
 	ASSERT_EQ(f.n_acks, acks);
-	mfd = fake_memfd(more);
-	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 62, id, true,
-		       &more, &mfd, 1, 64 * MiB, false, 0);
-	close(mfd);
+	resume_last_chunk(&f, 62, id);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_ack_event == 62);
 	ASSERT_EQ(f.last_ack_err, 0);
@@ -1074,11 +1078,7 @@ TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f,
 		  f.last_progress_event == 62 && f.last_progress_restored == 1);
-	uint64_t more = 32 * MiB;
-	int mfd = fake_memfd(more);
-	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME_MORE, 62, id, true,
-		       &more, &mfd, 1, 64 * MiB, false, 0);
-	close(mfd);
+	resume_last_chunk(&f, 62, id);
 	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
 	FAKE_WAIT(&f, f.last_ack_event == 62);
 	ASSERT_EQ(f.last_ack_err, 0);
