@@ -25,7 +25,15 @@ and, device to host (a save), whole and chunks. Each case runs --cycles
 times; the map cases release their chunks after each cycle and wait --gap
 ms. Pieces are --piece-mib (256) on --streams (2), libvram's defaults.
 
-    python3 bench/copy_probe.py [--size 16] [--chunks 20] [--cycles 5] [--gap 20] [--out FILE.json]
+The host memory is a memfd registered in one call, unless --backup-dir
+DIR makes it an unnamed file there (what vramd's host_backup_dir holds: a
+tmpfs mounted huge=within_size gives it huge pages) and --pin-slice-mib N
+registers it in slices of N MiB from each chunk's start, as libvram pins
+a backup (256; the whole cases are then left out, as their pieces would
+span two slices): whether the pages or the registrations cost the rate.
+
+    python3 bench/copy_probe.py [--size 16] [--chunks 20] [--cycles 5] [--gap 20]
+                                [--backup-dir DIR] [--pin-slice-mib N] [--out FILE.json]
 
 It prints one line per case: ms min / median / max and GB/s at the
 median; without a CUDA driver it says so and exits 77. With the fake driver (tests/unit/cuda_fake/libcuda_fake.c as
@@ -50,8 +58,24 @@ MiB = 1 << 20
 STREAM_NON_BLOCKING = 1
 
 
+O_TMPFILE = 0o20000000 | os.O_DIRECTORY
+MADV_HUGEPAGE = 14
+
+
+def backup_map(size, backup_dir):
+    """The host memory: a memfd, or an unnamed file in backup_dir asking
+    for huge pages, as libvram maps a backup: (fd, address)."""
+    if not backup_dir:
+        return memfd_map(size)
+    fd = os.open(backup_dir, O_TMPFILE | os.O_RDWR, 0o600)
+    os.ftruncate(fd, size)
+    addr = check_libc(libc.mmap(None, size, 3, 1, fd, 0), "mmap")
+    libc.madvise(ctypes.c_void_p(addr), size, MADV_HUGEPAGE)
+    return fd, addr
+
+
 class Probe:
-    def __init__(self, total, n_chunks, piece, n_streams):
+    def __init__(self, total, n_chunks, piece, n_streams, backup_dir=None, pin_slice=0):
         self.d = d = Driver()
         self.chunk = d.round_up(max(total // n_chunks, 1))
         self.n = n_chunks
@@ -61,9 +85,16 @@ class Probe:
         d.check("cuMemAddressReserve", ctypes.byref(p), ctypes.c_size_t(self.size), ctypes.c_size_t(0),
                 d.u64(0), d.u64(0))
         self.base = p.value
-        self.fd, self.host = memfd_map(self.size)
+        self.fd, self.host = backup_map(self.size, backup_dir)
         check_libc(libc.madvise(ctypes.c_void_p(self.host), self.size, 23), "MADV_POPULATE_WRITE")
-        d.check("cuMemHostRegister_v2", ctypes.c_void_p(self.host), ctypes.c_size_t(self.size), ctypes.c_uint(0))
+        # One registration, or slices from each chunk's start.
+        step = pin_slice or self.size
+        for c in range(0, self.size, self.chunk if pin_slice else self.size):
+            end = min(c + (self.chunk if pin_slice else self.size), self.size)
+            for off in range(c, end, step):
+                n = min(step, end - off)
+                d.check("cuMemHostRegister_v2", ctypes.c_void_p(self.host + off), ctypes.c_size_t(n),
+                        ctypes.c_uint(0))
         self.streams = []
         for _ in range(n_streams):
             s = ctypes.c_void_p()
@@ -175,16 +206,26 @@ def main():
     ap.add_argument("--gap", type=float, default=20, help="ms between cycles")
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the size")
+    ap.add_argument("--backup-dir", help="host memory in an unnamed file here (else a memfd)")
+    ap.add_argument("--pin-slice-mib", type=int, default=0, help="register in slices of this (0: one call)")
     ap.add_argument("--out")
     a = ap.parse_args()
     rc = skip_without_driver("copy_probe")
     if rc:
         return rc
-    p = Probe(int(a.size * GiB * a.scale), a.chunks, a.piece_mib * MiB, a.streams)
+    p = Probe(int(a.size * GiB * a.scale), a.chunks, a.piece_mib * MiB, a.streams, a.backup_dir,
+              a.pin_slice_mib * MiB)
+    where = f"a file in {a.backup_dir}" if a.backup_dir else "a memfd"
+    pins = f"in {a.pin_slice_mib} MiB slices" if a.pin_slice_mib else "in one call"
     print(f"copy_probe: {p.size / GiB:.2f} GiB in {p.n} chunks of {p.chunk / MiB:.0f} MiB, "
-          f"{a.piece_mib} MiB pieces on {a.streams} streams, from a registered memfd", flush=True)
+          f"{a.piece_mib} MiB pieces on {a.streams} streams, from {where} registered {pins}", flush=True)
     rows = []
     for case in a.cases.split(","):
+        if a.pin_slice_mib and case.endswith("whole"):
+            # Its pieces run from the range's start, across the chunks'
+            # slices: the driver refuses a copy that spans two.
+            print(f"{case:15s} left out: pinned in slices", flush=True)
+            continue
         ms = []
         for _ in range(a.cycles):
             ms.append(cycle(p, case))
