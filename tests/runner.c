@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 		}
 		for (int k = 0; k < n; k++) {
 			char full[600];
-			snprintf(full, sizeof(full), "%s/%s", base, names[k]);
+			snprintf(full, sizeof(full), "%.300s/%.255s", base, names[k]);
 			if (filter && !strstr(full, filter))
 				continue;
 			char *cargv[] = { argv[i], "--run", names[k], NULL };
