@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 13, device run 1: the GPU C tests (the restore in parts bit for
 # bit), then the host and RL rows with 200 ms of work before each pause:
 # upstream and the pipelined restore (this build) side by side, then the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 13, device run 6: whether the backup's pages (a memfd's 4 KiB
 # against a huge=within_size tmpfs file's 2 MiB) or its registrations (one
 # call against 256 MiB slices from each chunk's start) cost the restore's
