@@ -20,6 +20,16 @@ shapes, one process with a context:
                     then chunk k waited for (a restore that overlaps)
     map-first       every chunk created and mapped, then every piece
                     issued and one wait (the floor's shape)
+    peer-made       chunks-overlap's order, the chunks made beforehand
+                    (untimed) by a peer process with no context, as
+                    vramd's daemon makes them (the fd handle type, exported,
+                    the peer's handle released) and imported here: whether
+                    another process's chunks copy slower
+    peer-paced      vramd's pipeline: the peer makes two chunks ahead of
+                    the copy, chunk k+2 asked for once chunk k is copied,
+                    each imported and mapped when it comes while the one
+                    before copies: whether the peer's creates and exports
+                    during the copies slow them
 
 and, device to host (a save), whole and chunks. Each case runs --cycles
 times; the map cases release their chunks after each cycle and wait --gap
@@ -45,7 +55,9 @@ import argparse
 import ctypes
 import json
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import time
 
@@ -56,6 +68,8 @@ from host_pin import check_libc, libc, memfd_map  # noqa: E402
 GiB = 1 << 30
 MiB = 1 << 20
 STREAM_NON_BLOCKING = 1
+CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 1
+PEER_AHEAD = 2  # daemon/pool.h's POOL_PARTS_AHEAD
 
 
 O_TMPFILE = 0o20000000 | os.O_DIRECTORY
@@ -142,6 +156,96 @@ class Probe:
             self.d.check("cuStreamSynchronize", s)
 
 
+def peer_main(fd):
+    """The daemon's side of the peer cases, in a process of its own with no
+    context: makes each chunk asked for with the daemon's flags, exports
+    it, releases its handle (the fd holds it) and passes the fd back."""
+    s = socket.socket(fileno=fd)
+    d = Driver(context=False)
+    d.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    while True:
+        msg = s.recv(64)
+        if not msg:
+            return 0
+        h = d.u64()
+        d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(int(msg)), ctypes.byref(d.prop), d.u64(0))
+        out = ctypes.c_int(-1)
+        d.check("cuMemExportToShareableHandle", ctypes.byref(out), h,
+                ctypes.c_int(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), d.u64(0))
+        d.check("cuMemRelease", h)
+        socket.send_fds(s, [b"."], [out.value])
+        os.close(out.value)
+
+
+class Peer:
+    """This process's end of peer_main."""
+
+    def __init__(self, p):
+        self.p = p
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--peer-fd",
+                                      str(theirs.fileno())], pass_fds=[theirs.fileno()])
+        theirs.close()
+        self.sock = mine
+        self.fds = {}  # offset -> fd made ahead, not yet imported
+
+    def ask(self, size):
+        self.sock.send(str(size).encode())
+
+    def take(self):
+        _, fds, _, _ = socket.recv_fds(self.sock, 16, 1)
+        if not fds:
+            raise RuntimeError(f"the peer sent no fd (rc {self.proc.poll()})")
+        return fds[0]
+
+    def map(self, off, fd):
+        """Imports fd and maps it at off, as libvram maps a chunk."""
+        p, d = self.p, self.p.d
+        h = d.u64()
+        d.check("cuMemImportFromShareableHandle", ctypes.byref(h), ctypes.c_void_p(fd),
+                ctypes.c_int(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        os.close(fd)
+        d.check("cuMemMap", d.u64(p.base + off), ctypes.c_size_t(p.chunk), ctypes.c_size_t(0), h, d.u64(0))
+        d.check("cuMemSetAccess", d.u64(p.base + off), ctypes.c_size_t(p.chunk), ctypes.byref(d.access),
+                ctypes.c_size_t(1))
+        p.handles[off] = (h.value, p.chunk)
+
+    def close(self):
+        self.sock.close()
+        self.proc.wait(60)
+
+
+def peer_cycle(p, case, offs):
+    peer = p.peer
+    if case == "peer-made":
+        for _ in offs:
+            peer.ask(p.chunk)
+        fds = [peer.take() for _ in offs]
+        t0 = time.perf_counter()
+        peer.map(offs[0], fds[0])
+        for k, off in enumerate(offs):
+            p.issue(off, p.chunk, False)
+            if k + 1 < len(offs):
+                peer.map(offs[k + 1], fds[k + 1])
+            p.wait()
+    else:
+        t0 = time.perf_counter()
+        ahead = min(PEER_AHEAD, len(offs))
+        for _ in range(ahead):
+            peer.ask(p.chunk)
+        peer.map(offs[0], peer.take())
+        for k, off in enumerate(offs):
+            p.issue(off, p.chunk, False)
+            if k + 1 < len(offs):
+                peer.map(offs[k + 1], peer.take())
+            p.wait()
+            if k + PEER_AHEAD < len(offs):
+                peer.ask(p.chunk)
+    ms = (time.perf_counter() - t0) * 1e3
+    p.release_all()
+    return ms
+
+
 def cycle(p, case):
     """One cycle of case; returns its timed ms (the untimed set-up and
     release around it excluded)."""
@@ -166,6 +270,8 @@ def cycle(p, case):
         ms = (time.perf_counter() - t0) * 1e3
         p.release_all()
         return ms
+    if shape.startswith("peer-"):
+        return peer_cycle(p, shape, offs)
     t0 = time.perf_counter()
     if shape == "chunks-map":
         for off in offs:
@@ -193,7 +299,8 @@ def cycle(p, case):
     return ms
 
 
-CASES = ["whole", "chunks", "chunks-map", "chunks-overlap", "map-first", "save-whole", "save-chunks"]
+CASES = ["whole", "chunks", "chunks-map", "chunks-overlap", "map-first", "peer-made", "peer-paced", "save-whole",
+         "save-chunks"]
 
 
 def main():
@@ -209,7 +316,10 @@ def main():
     ap.add_argument("--backup-dir", help="host memory in an unnamed file here (else a memfd)")
     ap.add_argument("--pin-slice-mib", type=int, default=0, help="register in slices of this (0: one call)")
     ap.add_argument("--out")
+    ap.add_argument("--peer-fd", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.peer_fd is not None:
+        return peer_main(a.peer_fd)
     rc = skip_without_driver("copy_probe")
     if rc:
         return rc
@@ -220,7 +330,9 @@ def main():
     print(f"copy_probe: {p.size / GiB:.2f} GiB in {p.n} chunks of {p.chunk / MiB:.0f} MiB, "
           f"{a.piece_mib} MiB pieces on {a.streams} streams, from {where} registered {pins}", flush=True)
     rows = []
-    for case in a.cases.split(","):
+    cases = a.cases.split(",")
+    p.peer = Peer(p) if any(c.startswith("peer-") for c in cases) else None
+    for case in cases:
         if a.pin_slice_mib and case.endswith("whole"):
             # Its pieces run from the range's start, across the chunks'
             # slices: the driver refuses a copy that spans two.
@@ -234,6 +346,8 @@ def main():
         rows.append({"case": case, "bytes": p.size, "ms": ms})
         print(f"{case:15s} {min(ms):9.2f} / {med:9.2f} / {max(ms):9.2f} ms  {p.size / med / 1e6:6.1f} GB/s",
               flush=True)
+    if p.peer:
+        p.peer.close()
     if a.out:
         with open(a.out, "w") as f:
             json.dump(rows, f, indent=1)

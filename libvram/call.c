@@ -501,7 +501,14 @@ again:
 			__atomic_store_n(&c->spin_until_ns, until,
 					 __ATOMIC_RELAXED);
 	}
+	c->spin_calls += call->spin;
 	r = call_wait(c, call, deadline);
+	/* The window is the transition's, not the clock's: once the last
+	 * one in flight is answered nothing more comes for it, and a reader
+	 * still polling would take a core from whatever runs next (the
+	 * trainer, right after an engine's pause). */
+	if (call->spin && --c->spin_calls == 0)
+		__atomic_store_n(&c->spin_until_ns, 0, __ATOMIC_RELAXED);
 	if (!call->done)
 		return error_set(ETIMEDOUT, "vramd did not answer within %d ms",
 				 timeout_ms);

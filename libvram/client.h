@@ -49,8 +49,10 @@ struct vram_client {
 	/* A pause or resume's wait polls for spin_ms (VRAM_SPIN_MS) instead
 	 * of sleeping: until spin_until_ns (atomic) the reader reads
 	 * without poll() and a waiting caller checks its call without the
-	 * condition variable (call.c). */
+	 * condition variable (call.c), or until the last of them
+	 * (spin_calls, under lock) is answered, whichever comes first. */
 	unsigned spin_ms;
+	unsigned spin_calls;
 	/* Any other call's wait polls for call_spin_us (VRAM_CALL_SPIN_US,
 	 * call_spin_us()) the same way, the caller too when the event
 	 * thread reads its answer. */

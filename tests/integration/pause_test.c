@@ -250,6 +250,40 @@ TEST(transition_polls_only_for_its_spin_window)
 	integ_stop();
 }
 
+/* The polling window ends with the transition: a client whose pause is
+ * answered in a few ms does not go on polling for the rest of a 1 s
+ * window (its event thread would hold a core through whatever runs next,
+ * the trainer's step after an engine's pause), nor does the daemon. */
+TEST(polling_stops_once_the_transition_is_answered)
+{
+	const char *const extra[] = { "--host-capacity", "256M", "--set",
+				      "transition_spin_ms=1000", NULL };
+	integ_start_args(extra);
+	setenv("VRAM_SPIN_MS", "1000", 1);
+	vram_client *c = integ_connect("owner");
+	ASSERT_OK(vram_client_start_thread(c));
+	vram_pool *w = integ_pool(c, "w", "kv", VRAM_POLICY_DISCARD, 0);
+	void *a;
+	ASSERT_OK(vram_alloc(w, 4 * MiB, &a));
+	ASSERT_OK(vram_pool_pause(w, NULL));
+	ASSERT_OK(vram_pool_resume(w, NULL));
+	double d0 = integ_proc_cpu_ms(integ_daemon.pid),
+	       p0 = integ_proc_cpu_ms(getpid());
+	harness_msleep(500);
+	double daemon_ms = integ_proc_cpu_ms(integ_daemon.pid) - d0;
+	double mine_ms = integ_proc_cpu_ms(getpid()) - p0;
+	/* Polling on would take ~500 ms of each in those 500 ms. */
+	if (daemon_ms > 150 || mine_ms > 150)
+		TEST_FAIL("500 ms after a resume was answered the daemon used "
+			  "%.0f ms of CPU and this process %.0f",
+			  daemon_ms, mine_ms);
+	integ_fill(a, 4 * MiB, 5);
+	ASSERT_OK(integ_check(a, 4 * MiB, 5));
+	vram_client_close(c);
+	unsetenv("VRAM_SPIN_MS");
+	integ_stop();
+}
+
 struct polling_worker {
 	vram_pool *pool;
 	void *mem;
