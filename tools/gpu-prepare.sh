@@ -290,6 +290,11 @@ figures)
 	figure "$d/sock.txt" "$build/bench/sock_probe" 64 4 5000 || rc=1
 	figure "$d/copy_probe.txt" python3 "$root/bench/copy_probe.py" \
 		--out "$d/copy_probe.json" || rc=1
+	# The same with no gap after each release: the comparison resumes
+	# right after its pause, while the driver clears what it gave back.
+	figure "$d/copy_probe-gap0.txt" python3 "$root/bench/copy_probe.py" \
+		--gap 0 --cases whole,chunks-overlap,peer-paced,save-whole \
+		--out "$d/copy_probe-gap0.json" || rc=1
 	{
 		echo "head $(cat "$root/.head" 2>/dev/null || git -C "$root" rev-parse --short HEAD 2>/dev/null)"
 		cat "$d/compare/compare.md" 2>/dev/null || tail -n 5 "$d/compare.log"
@@ -305,6 +310,8 @@ figures)
 		cat "$d/sock.txt"
 		echo "== the restore's copy shapes (bench/copy_probe.py)"
 		cat "$d/copy_probe.txt"
+		echo "== the same, no gap after each release (--gap 0)"
+		cat "$d/copy_probe-gap0.txt"
 	} >"$out/figures.txt"
 	tar czf "$out/figures.tgz" -C "$out" figures && rm -rf "$d"
 	echo "results in $out/figures.txt and $out/figures.tgz"
