@@ -21,8 +21,9 @@ shapes, one process with a context:
     map-first       every chunk created and mapped, then every piece
                     issued and one wait (the floor's shape)
     peer-made       chunks-overlap's order, the chunks made beforehand
-                    (untimed) by a peer process with no context, as
-                    vramd's daemon makes them (the fd handle type, exported,
+                    (untimed) by a peer process with no context
+                    (bench/create_probe.py's peer), as vramd's daemon
+                    makes them (the fd handle type, exported,
                     the peer's handle released) and imported here: whether
                     another process's chunks copy slower
     peer-paced      vramd's pipeline: the peer makes two chunks ahead of
@@ -120,6 +121,12 @@ class Probe:
         d = self.d
         h = d.u64()
         d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(size), ctypes.byref(d.prop), d.u64(0))
+        self.map(off, size, h)
+
+    def map(self, off, size, h):
+        """Maps handle h at off with access; release_all unmaps and
+        releases it."""
+        d = self.d
         d.check("cuMemMap", d.u64(self.base + off), ctypes.c_size_t(size), ctypes.c_size_t(0), h, d.u64(0))
         d.check("cuMemSetAccess", d.u64(self.base + off), ctypes.c_size_t(size), ctypes.byref(d.access),
                 ctypes.c_size_t(1))
@@ -156,63 +163,51 @@ class Probe:
             self.d.check("cuStreamSynchronize", s)
 
 
-def peer_main(fd):
-    """The daemon's side of the peer cases, in a process of its own with no
-    context: makes each chunk asked for with the daemon's flags, exports
-    it, releases its handle (the fd holds it) and passes the fd back."""
-    s = socket.socket(fileno=fd)
-    d = Driver(context=False)
-    d.prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-    while True:
-        msg = s.recv(64)
-        if not msg:
-            return 0
-        h = d.u64()
-        d.check("cuMemCreate", ctypes.byref(h), ctypes.c_size_t(int(msg)), ctypes.byref(d.prop), d.u64(0))
-        out = ctypes.c_int(-1)
-        d.check("cuMemExportToShareableHandle", ctypes.byref(out), h,
-                ctypes.c_int(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), d.u64(0))
-        d.check("cuMemRelease", h)
-        socket.send_fds(s, [b"."], [out.value])
-        os.close(out.value)
-
-
 class Peer:
     """This process's end of peer_main."""
 
     def __init__(self, p):
         self.p = p
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--peer-fd",
-                                      str(theirs.fileno())], pass_fds=[theirs.fileno()])
+        self.proc = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                   "create_probe.py"),
+                                      "--peer", str(theirs.fileno())], pass_fds=[theirs.fileno()])
         theirs.close()
         self.sock = mine
-        self.fds = {}  # offset -> fd made ahead, not yet imported
 
     def ask(self, size):
-        self.sock.send(str(size).encode())
+        self.sock.send(json.dumps({"op": "make", "size": size}).encode())
 
     def take(self):
-        _, fds, _, _ = socket.recv_fds(self.sock, 16, 1)
+        _, fds, _, _ = socket.recv_fds(self.sock, 256, 1)
         if not fds:
             raise RuntimeError(f"the peer sent no fd (rc {self.proc.poll()})")
         return fds[0]
 
     def map(self, off, fd):
         """Imports fd and maps it at off, as libvram maps a chunk."""
-        p, d = self.p, self.p.d
+        d = self.p.d
         h = d.u64()
         d.check("cuMemImportFromShareableHandle", ctypes.byref(h), ctypes.c_void_p(fd),
                 ctypes.c_int(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
         os.close(fd)
-        d.check("cuMemMap", d.u64(p.base + off), ctypes.c_size_t(p.chunk), ctypes.c_size_t(0), h, d.u64(0))
-        d.check("cuMemSetAccess", d.u64(p.base + off), ctypes.c_size_t(p.chunk), ctypes.byref(d.access),
-                ctypes.c_size_t(1))
-        p.handles[off] = (h.value, p.chunk)
+        self.p.map(off, self.p.chunk, h)
 
     def close(self):
         self.sock.close()
         self.proc.wait(60)
+
+
+def overlap(p, offs, map_at, copied=lambda k: None):
+    """chunks-overlap's order: chunk k+1 mapped (map_at(k + 1)) while
+    chunk k copies, then chunk k waited for and copied(k) told."""
+    map_at(0)
+    for k, off in enumerate(offs):
+        p.issue(off, p.chunk, False)
+        if k + 1 < len(offs):
+            map_at(k + 1)
+        p.wait()
+        copied(k)
 
 
 def peer_cycle(p, case, offs):
@@ -222,25 +217,16 @@ def peer_cycle(p, case, offs):
             peer.ask(p.chunk)
         fds = [peer.take() for _ in offs]
         t0 = time.perf_counter()
-        peer.map(offs[0], fds[0])
-        for k, off in enumerate(offs):
-            p.issue(off, p.chunk, False)
-            if k + 1 < len(offs):
-                peer.map(offs[k + 1], fds[k + 1])
-            p.wait()
+        overlap(p, offs, lambda k: peer.map(offs[k], fds[k]))
     else:
-        t0 = time.perf_counter()
-        ahead = min(PEER_AHEAD, len(offs))
-        for _ in range(ahead):
-            peer.ask(p.chunk)
-        peer.map(offs[0], peer.take())
-        for k, off in enumerate(offs):
-            p.issue(off, p.chunk, False)
-            if k + 1 < len(offs):
-                peer.map(offs[k + 1], peer.take())
-            p.wait()
+        def copied(k):
             if k + PEER_AHEAD < len(offs):
                 peer.ask(p.chunk)
+
+        t0 = time.perf_counter()
+        for _ in range(min(PEER_AHEAD, len(offs))):
+            peer.ask(p.chunk)
+        overlap(p, offs, lambda k: peer.map(offs[k], peer.take()), copied)
     ms = (time.perf_counter() - t0) * 1e3
     p.release_all()
     return ms
@@ -279,12 +265,7 @@ def cycle(p, case):
             p.issue(off, p.chunk, False)
             p.wait()
     elif shape == "chunks-overlap":
-        p.make(offs[0], p.chunk)
-        for k, off in enumerate(offs):
-            p.issue(off, p.chunk, False)
-            if k + 1 < len(offs):
-                p.make(offs[k + 1], p.chunk)
-            p.wait()
+        overlap(p, offs, lambda k: p.make(offs[k], p.chunk))
     elif shape == "map-first":
         for off in offs:
             p.make(off, p.chunk)
@@ -316,10 +297,7 @@ def main():
     ap.add_argument("--backup-dir", help="host memory in an unnamed file here (else a memfd)")
     ap.add_argument("--pin-slice-mib", type=int, default=0, help="register in slices of this (0: one call)")
     ap.add_argument("--out")
-    ap.add_argument("--peer-fd", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
-    if a.peer_fd is not None:
-        return peer_main(a.peer_fd)
     rc = skip_without_driver("copy_probe")
     if rc:
         return rc
