@@ -31,6 +31,23 @@ shapes, one process with a context:
                     each imported and mapped when it comes while the one
                     before copies: whether the peer's creates and exports
                     during the copies slow them
+    lanes           libvram's restore in parts: chunk k's pieces on lane
+                    k % 2 (streams of its own), chunk k+1 made, mapped and
+                    issued on the other lane before chunk k is waited for,
+                    so two chunks' copies are queued at once
+    lanes-events    the same order on one set of streams, an event
+                    recorded on each after a chunk's pieces and chunk k's
+                    events waited for: the next chunk queued behind the
+                    current one on the same streams
+    sm-whole        whole's copy made by the SMs instead of a copy engine:
+                    one kernel (bench/copy_kernel.cu, built with nvcc -ptx)
+                    loads the registered host memory and stores it
+    sm-lanes        lanes' order, each chunk copied by one such kernel on
+                    its lane's first stream
+
+The sm- cases run only when named in --cases and nvcc is on PATH: whether
+the copy engines, shared with the driver's clearing of what was just
+released, are what slows a restore right after a pause.
 
 and, device to host (a save), whole and chunks. Each case runs --cycles
 times; the map cases release their chunks after each cycle and wait --gap
@@ -60,6 +77,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -110,11 +128,15 @@ class Probe:
                 n = min(step, end - off)
                 d.check("cuMemHostRegister_v2", ctypes.c_void_p(self.host + off), ctypes.c_size_t(n),
                         ctypes.c_uint(0))
-        self.streams = []
-        for _ in range(n_streams):
-            s = ctypes.c_void_p()
-            d.check("cuStreamCreate", ctypes.byref(s), ctypes.c_uint(STREAM_NON_BLOCKING))
-            self.streams.append(s)
+        self.lanes = []
+        for _ in range(2):
+            lane = []
+            for _ in range(n_streams):
+                s = ctypes.c_void_p()
+                d.check("cuStreamCreate", ctypes.byref(s), ctypes.c_uint(STREAM_NON_BLOCKING))
+                lane.append(s)
+            self.lanes.append(lane)
+        self.streams = self.lanes[0]
         self.handles = {}  # offset -> (handle, size)
 
     def make(self, off, size):
@@ -140,27 +162,92 @@ class Probe:
         self.handles = {}
         d.sync()
 
-    def issue(self, off, size, to_host, next_stream=0):
-        """Issues [off, off + size) in pieces round-robin; returns the
-        next stream index."""
+    def issue(self, off, size, to_host, next_stream=0, streams=None):
+        """Issues [off, off + size) in pieces round-robin on streams
+        (the first lane's); returns the next stream index."""
         d = self.d
+        streams = streams or self.streams
         done = 0
         while done < size:
             n = min(self.piece, size - done)
             dev = d.u64(self.base + off + done)
             host = ctypes.c_void_p(self.host + off + done)
-            s = self.streams[next_stream]
+            s = streams[next_stream]
             if to_host:
                 d.check("cuMemcpyDtoHAsync_v2", host, dev, ctypes.c_size_t(n), s)
             else:
                 d.check("cuMemcpyHtoDAsync_v2", dev, host, ctypes.c_size_t(n), s)
             done += n
-            next_stream = (next_stream + 1) % len(self.streams)
+            next_stream = (next_stream + 1) % len(streams)
         return next_stream
 
-    def wait(self):
-        for s in self.streams:
+    def wait(self, streams=None):
+        for s in streams or self.streams:
             self.d.check("cuStreamSynchronize", s)
+
+    def sm_load(self, blocks, threads):
+        """Builds and loads bench/copy_kernel.cu for the sm- cases."""
+        d = self.d
+        with tempfile.TemporaryDirectory() as t:
+            ptx = os.path.join(t, "k.ptx")
+            subprocess.run(["nvcc", "-arch=compute_90", "-ptx", "-o", ptx,
+                            os.path.join(os.path.dirname(os.path.abspath(__file__)), "copy_kernel.cu")], check=True)
+            with open(ptx, "rb") as f:
+                image = ctypes.create_string_buffer(f.read() + b"\0")
+        self.module = ctypes.c_void_p()
+        d.check("cuModuleLoadData", ctypes.byref(self.module), image)
+        self.kernel = ctypes.c_void_p()
+        d.check("cuModuleGetFunction", ctypes.byref(self.kernel), self.module, b"copy_h2d")
+        dp = d.u64()
+        d.check("cuMemHostGetDevicePointer_v2", ctypes.byref(dp), ctypes.c_void_p(self.host), ctypes.c_uint(0))
+        self.host_dev = dp.value
+        self.sm_grid = (blocks, threads)
+
+    def sm_check(self):
+        """Copies the whole range once by the kernel and compares a few
+        16-byte spots with the host's: a wrong kernel would time nothing
+        worth reading."""
+        d = self.d
+        spots = [0, self.size // 2 + 16 * 7, self.size - 16]
+        for k, off in enumerate(spots):
+            ctypes.memmove(self.host + off, bytes([k + 1]) * 16, 16)
+        self.make(0, self.size)
+        self.sm_issue(0, self.size, self.streams[0])
+        self.wait()
+        for k, off in enumerate(spots):
+            got = ctypes.create_string_buffer(16)
+            d.check("cuMemcpyDtoH_v2", got, d.u64(self.base + off), ctypes.c_size_t(16))
+            if got.raw != bytes([k + 1]) * 16:
+                raise RuntimeError(f"sm-copy: wrong bytes at {off}: {got.raw.hex()}")
+        self.release_all()
+
+    def sm_issue(self, off, size, stream):
+        """One kernel copying [off, off + size) host to device on stream."""
+        src = self.d.u64(self.host_dev + off)
+        dst = self.d.u64(self.base + off)
+        n = self.d.u64(size // 16)
+        args = (ctypes.c_void_p * 3)(ctypes.cast(ctypes.byref(src), ctypes.c_void_p),
+                                     ctypes.cast(ctypes.byref(dst), ctypes.c_void_p),
+                                     ctypes.cast(ctypes.byref(n), ctypes.c_void_p))
+        b, t = self.sm_grid
+        self.d.check("cuLaunchKernel", self.kernel, ctypes.c_uint(b), ctypes.c_uint(1), ctypes.c_uint(1),
+                     ctypes.c_uint(t), ctypes.c_uint(1), ctypes.c_uint(1), ctypes.c_uint(0), stream, args,
+                     ctypes.c_void_p(0))
+
+    def record(self):
+        """An event on each of the first lane's streams, recorded now."""
+        evs = []
+        for s in self.streams:
+            e = ctypes.c_void_p()
+            self.d.check("cuEventCreate", ctypes.byref(e), ctypes.c_uint(0))
+            self.d.check("cuEventRecord", e, s)
+            evs.append(e)
+        return evs
+
+    def wait_events(self, evs):
+        for e in evs:
+            self.d.check("cuEventSynchronize", e)
+            self.d.check("cuEventDestroy_v2", e)
 
 
 class Peer:
@@ -210,6 +297,29 @@ def overlap(p, offs, map_at, copied=lambda k: None):
         copied(k)
 
 
+def lanes(p, offs, events, sm=False):
+    """libvram's restore order: chunk k issued, then chunk k - 1 waited
+    for; on two lanes of streams, or on one with events; sm: by a
+    kernel."""
+    older = None
+    for k, off in enumerate(offs):
+        p.make(off, p.chunk)
+        if sm:
+            mine = p.lanes[k % 2][:1]
+            p.sm_issue(off, p.chunk, mine[0])
+        elif events:
+            p.issue(off, p.chunk, False)
+            mine = p.record()
+        else:
+            mine = p.lanes[k % 2]
+            p.issue(off, p.chunk, False, streams=mine)
+        if older is not None:
+            p.wait_events(older) if events else p.wait(older)
+        older = mine
+    if older is not None:
+        p.wait_events(older) if events else p.wait(older)
+
+
 def peer_cycle(p, case, offs):
     peer = p.peer
     if case == "peer-made":
@@ -238,9 +348,9 @@ def cycle(p, case):
     offs = [k * p.chunk for k in range(p.n)]
     to_host = case.startswith("save-")
     shape = case[len("save-"):] if to_host else case
-    if shape in ("whole", "chunks"):
+    if shape in ("whole", "chunks", "sm-whole"):
         if not p.handles:
-            if shape == "whole":
+            if shape != "chunks":
                 p.make(0, p.size)
             else:
                 for off in offs:
@@ -248,6 +358,9 @@ def cycle(p, case):
         t0 = time.perf_counter()
         if shape == "whole":
             p.issue(0, p.size, to_host)
+            p.wait()
+        elif shape == "sm-whole":
+            p.sm_issue(0, p.size, p.streams[0])
             p.wait()
         else:
             for off in offs:
@@ -266,6 +379,8 @@ def cycle(p, case):
             p.wait()
     elif shape == "chunks-overlap":
         overlap(p, offs, lambda k: p.make(offs[k], p.chunk))
+    elif shape in ("lanes", "lanes-events", "sm-lanes"):
+        lanes(p, offs, shape == "lanes-events", shape == "sm-lanes")
     elif shape == "map-first":
         for off in offs:
             p.make(off, p.chunk)
@@ -280,8 +395,8 @@ def cycle(p, case):
     return ms
 
 
-CASES = ["whole", "chunks", "chunks-map", "chunks-overlap", "map-first", "peer-made", "peer-paced", "save-whole",
-         "save-chunks"]
+CASES = ["whole", "chunks", "chunks-map", "chunks-overlap", "map-first", "peer-made", "peer-paced", "lanes",
+         "lanes-events", "save-whole", "save-chunks"]
 
 
 def main():
@@ -296,6 +411,8 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the size")
     ap.add_argument("--backup-dir", help="host memory in an unnamed file here (else a memfd)")
     ap.add_argument("--pin-slice-mib", type=int, default=0, help="register in slices of this (0: one call)")
+    ap.add_argument("--sm-blocks", type=int, default=528, help="the sm- cases' grid")
+    ap.add_argument("--sm-threads", type=int, default=512)
     ap.add_argument("--out")
     a = ap.parse_args()
     rc = skip_without_driver("copy_probe")
@@ -310,6 +427,10 @@ def main():
     rows = []
     cases = a.cases.split(",")
     p.peer = Peer(p) if any(c.startswith("peer-") for c in cases) else None
+    if any(c.startswith("sm-") for c in cases):
+        p.sm_load(a.sm_blocks, a.sm_threads)
+        p.sm_check()
+        print(f"sm-copy: {a.sm_blocks} blocks of {a.sm_threads} threads, checked", flush=True)
     for case in cases:
         if a.pin_slice_mib and case.endswith("whole"):
             # Its pieces run from the range's start, across the chunks'
