@@ -45,7 +45,8 @@ shapes, one process with a context:
     sm-lanes        lanes' order, each chunk copied by one such kernel on
                     its lane's first stream
 
-The sm- cases run only when named in --cases and nvcc is on PATH: whether
+The sm- cases run only when named in --cases, and need nvcc on PATH
+(the kernel is built for compute_90, Hopper or later): whether
 the copy engines, shared with the driver's clearing of what was just
 released, are what slows a restore right after a pause.
 
@@ -190,8 +191,12 @@ class Probe:
         d = self.d
         with tempfile.TemporaryDirectory() as t:
             ptx = os.path.join(t, "k.ptx")
-            subprocess.run(["nvcc", "-arch=compute_90", "-ptx", "-o", ptx,
-                            os.path.join(os.path.dirname(os.path.abspath(__file__)), "copy_kernel.cu")], check=True)
+            try:
+                subprocess.run(["nvcc", "-arch=compute_90", "-ptx", "-o", ptx,
+                                os.path.join(os.path.dirname(os.path.abspath(__file__)), "copy_kernel.cu")],
+                               check=True)
+            except FileNotFoundError:
+                raise SystemExit("copy_probe: the sm- cases build their kernel with nvcc, which is not on PATH")
             with open(ptx, "rb") as f:
                 image = ctypes.create_string_buffer(f.read() + b"\0")
         self.module = ctypes.c_void_p()
@@ -301,6 +306,7 @@ def lanes(p, offs, events, sm=False):
     """libvram's restore order: chunk k issued, then chunk k - 1 waited
     for; on two lanes of streams, or on one with events; sm: by a
     kernel."""
+    wait = p.wait_events if events else p.wait
     older = None
     for k, off in enumerate(offs):
         p.make(off, p.chunk)
@@ -314,10 +320,10 @@ def lanes(p, offs, events, sm=False):
             mine = p.lanes[k % 2]
             p.issue(off, p.chunk, False, streams=mine)
         if older is not None:
-            p.wait_events(older) if events else p.wait(older)
+            wait(older)
         older = mine
     if older is not None:
-        p.wait_events(older) if events else p.wait(older)
+        wait(older)
 
 
 def peer_cycle(p, case, offs):

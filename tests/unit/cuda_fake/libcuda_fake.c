@@ -823,19 +823,24 @@ CUresult cuStreamSynchronize(void *s)
 	return OK;
 }
 
+/* An event holds the stream it was last recorded on; waiting for it runs
+ * that stream's queued copies (all of them: the work queued after the
+ * record may be done too, as on a GPU), every stream's for the NULL one. */
 CUresult cuEventCreate(void **e, unsigned flags)
 {
-	*e = malloc(1);
-	return OK;
+	*e = calloc(1, sizeof(void *));
+	return *e ? OK : OUT_OF_MEMORY;
 }
 
 CUresult cuEventRecord(void *e, void *s)
 {
+	*(void **)e = s;
 	return OK;
 }
 
 CUresult cuEventSynchronize(void *e)
 {
+	pending_run(*(void **)e);
 	return OK;
 }
 

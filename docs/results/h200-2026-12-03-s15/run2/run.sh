@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Session 15, run 3: copy engines against SM copies right after a release; the copy rate against the idle time after a release.
 G=tools/gpu-prepare.sh
 P="timeout 120 $G exec python3 bench/copy_probe.py --cycles 7"
