@@ -278,7 +278,7 @@ def test_create_probe(out):
     # same driver; export_probe's at two alignments of the range.
     probe_check(out, env, "export_probe.py", ["--gap", "1", "--aligns-mib", "0,64"], 60, "ms", 120,
                 "every case")
-    probe_check(out, env, "copy_probe.py", ["--gap", "1"], 11, "ms", 120, "every case")
+    probe_check(out, env, "copy_probe.py", ["--gap", "1"], 17, "ms", 120, "every case")
     # The floor's engine work between a wake and its next sleep (--run-ms).
     r = subprocess.run([sys.executable, "-c", "import compare_raw; compare_raw.Driver(0).busy(5)"],
                        env=env, cwd=HERE, capture_output=True, text=True, timeout=60)

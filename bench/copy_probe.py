@@ -44,6 +44,15 @@ shapes, one process with a context:
                     loads the registered host memory and stores it
     sm-lanes        lanes' order, each chunk copied by one such kernel on
                     its lane's first stream
+    pause-end       a pause then at once a resume, each timed (two rows):
+                    every chunk saved to the host, then every chunk
+                    released (vramd's pause), then lanes' restore
+    pause-each      the same, each chunk saved, waited for and released
+                    before the next (torch_memory_saver's pause)
+    pause-lag       the same, chunk k+1's save queued on the other lane
+                    before chunk k is waited for and released: whether
+                    releasing during the save moves the driver's clearing
+                    out of the resume, and what it costs the save
 
 The sm- cases run only when named in --cases, and need nvcc on PATH
 (the kernel is built for compute_90, Hopper or later): whether
@@ -155,13 +164,16 @@ class Probe:
                 ctypes.c_size_t(1))
         self.handles[off] = (h.value, size)
 
+    def release(self, off):
+        """Unmaps and releases the chunk mapped at off."""
+        h, size = self.handles.pop(off)
+        self.d.check("cuMemUnmap", self.d.u64(self.base + off), ctypes.c_size_t(size))
+        self.d.check("cuMemRelease", self.d.u64(h))
+
     def release_all(self):
-        d = self.d
-        for off, (h, size) in self.handles.items():
-            d.check("cuMemUnmap", d.u64(self.base + off), ctypes.c_size_t(size))
-            d.check("cuMemRelease", d.u64(h))
-        self.handles = {}
-        d.sync()
+        for off in list(self.handles):
+            self.release(off)
+        self.d.sync()
 
     def issue(self, off, size, to_host, next_stream=0, streams=None):
         """Issues [off, off + size) in pieces round-robin on streams
@@ -326,6 +338,45 @@ def lanes(p, offs, events, sm=False):
         wait(older)
 
 
+def pause_cycle(p, shape, offs):
+    """A pause followed at once by a resume: the chunks made and waited
+    --gap for (untimed), each saved to the host and released, in one of
+    three orders, then restored in libvram's order (lanes); returns
+    (pause ms, resume ms)."""
+    for off in offs:
+        p.make(off, p.chunk)
+    p.d.sync()
+    time.sleep(p.gap / 1e3)
+    t0 = time.perf_counter()
+    if shape == "pause-end":
+        # vramd today: every chunk saved, then every chunk released.
+        for off in offs:
+            p.issue(off, p.chunk, True)
+        p.wait()
+        p.release_all()
+    elif shape == "pause-each":
+        # torch_memory_saver's order: each saved, waited for, released.
+        for off in offs:
+            p.issue(off, p.chunk, True)
+            p.wait()
+            p.release(off)
+    else:
+        # pause-lag: chunk k+1's save queued on the other lane before
+        # chunk k is waited for and released, so the copies never stop.
+        for k, off in enumerate(offs):
+            p.issue(off, p.chunk, True, streams=p.lanes[k % 2])
+            if k:
+                p.wait(p.lanes[(k - 1) % 2])
+                p.release(offs[k - 1])
+        p.wait(p.lanes[(len(offs) - 1) % 2])
+        p.release(offs[-1])
+    t1 = time.perf_counter()
+    lanes(p, offs, False)
+    t2 = time.perf_counter()
+    p.release_all()
+    return (t1 - t0) * 1e3, (t2 - t1) * 1e3
+
+
 def peer_cycle(p, case, offs):
     peer = p.peer
     if case == "peer-made":
@@ -377,6 +428,8 @@ def cycle(p, case):
         return ms
     if shape.startswith("peer-"):
         return peer_cycle(p, shape, offs)
+    if shape.startswith("pause-"):
+        return pause_cycle(p, shape, offs)
     t0 = time.perf_counter()
     if shape == "chunks-map":
         for off in offs:
@@ -402,7 +455,7 @@ def cycle(p, case):
 
 
 CASES = ["whole", "chunks", "chunks-map", "chunks-overlap", "map-first", "peer-made", "peer-paced", "lanes",
-         "lanes-events", "save-whole", "save-chunks"]
+         "lanes-events", "save-whole", "save-chunks", "pause-end", "pause-each", "pause-lag"]
 
 
 def main():
@@ -437,20 +490,25 @@ def main():
         p.sm_load(a.sm_blocks, a.sm_threads)
         p.sm_check()
         print(f"sm-copy: {a.sm_blocks} blocks of {a.sm_threads} threads, checked", flush=True)
+    p.gap = a.gap
     for case in cases:
         if a.pin_slice_mib and case.endswith("whole"):
             # Its pieces run from the range's start, across the chunks'
             # slices: the driver refuses a copy that spans two.
             print(f"{case:15s} left out: pinned in slices", flush=True)
             continue
-        ms = []
+        got = []
         for _ in range(a.cycles):
-            ms.append(cycle(p, case))
+            got.append(cycle(p, case))
             time.sleep(a.gap / 1e3)
-        med = statistics.median(ms)
-        rows.append({"case": case, "bytes": p.size, "ms": ms})
-        print(f"{case:15s} {min(ms):9.2f} / {med:9.2f} / {max(ms):9.2f} ms  {p.size / med / 1e6:6.1f} GB/s",
-              flush=True)
+        # The pause- cases give (pause, resume) per cycle: a row each.
+        named = ([(f"{case}:{half}", [g[i] for g in got]) for i, half in enumerate(("pause", "resume"))]
+                 if case.startswith("pause-") else [(case, got)])
+        for name, ms in named:
+            med = statistics.median(ms)
+            rows.append({"case": name, "bytes": p.size, "ms": ms})
+            print(f"{name:15s} {min(ms):9.2f} / {med:9.2f} / {max(ms):9.2f} ms  {p.size / med / 1e6:6.1f} GB/s",
+                  flush=True)
     if p.peer:
         p.peer.close()
     if a.out:
