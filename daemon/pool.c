@@ -399,6 +399,16 @@ static enum pool_step pool_save_round(struct pool *p, uint64_t *event_ids,
 	backup_job_stop(&p->backup_job);
 	p->backup_valid = false;
 	pool_set_state(p, s);
+	/* In parts only where nobody else maps the chunks (a chunk let go
+	 * of is freed by the saver's unmap alone) and where a saver that
+	 * dies takes the pool with it (its owner, not persistent): the
+	 * chunks let go of are then in the backup, the rest still held. */
+	p->save_parts = s == POOL_PAUSING_SAVE && p->policy == POOL_HOST &&
+			bm->save_parts && p->owner == bm->session &&
+			!(p->flags & POOL_FLAG_PERSIST) &&
+			pool_mapper_count(p) == 1;
+	p->saved = 0;
+	p->save_failed = false;
 	for (struct mapper *m = p->mappers; m; m = m->next)
 		m->pending = m == bm;
 	pool_round_open(p, event_ids, bm);
@@ -446,6 +456,8 @@ static enum pool_step pool_map_round(struct pool *p, struct backend *b,
 static uint64_t pool_paused(struct pool *p, struct backend *b)
 {
 	pool_release_chunks(p, b, 0);
+	p->save_parts = p->save_failed = false;
+	p->saved = 0;
 	p->backup_valid = pool_keeps_content(p);
 	/* The saver synced a disk backup before it acked: its pages are
 	 * clean, and dropping them from the page cache is cheap. */
@@ -475,6 +487,13 @@ enum pool_step pool_pause(struct pool *p, struct backend *b,
 		p->undo_err = 0;
 		/* fall through */
 	case POOL_PAUSING_SAVE:
+		/* A save in parts that failed: the same saver saves the
+		 * rest (chunks from p->saved). Its owner's going away drops
+		 * the pool, so it is still there. */
+		if (p->saved && !pool_round_backup(p))
+			return pool_fail(next, EPIPE,
+					 "its save in parts lost its saver");
+		p->save_failed = false;
 		if (pool_round_again(p, event_ids) == 0)
 			return pool_advance(p, b, event_ids, next);
 		return pool_send(next, POOL_ROUND_SAVE);
@@ -624,6 +643,16 @@ enum pool_step pool_advance(struct pool *p, struct backend *b,
 		if (!err)
 			return pool_unmap_round(p, b, event_ids, next,
 						POOL_PAUSING_UNMAP);
+		if (p->saved) {
+			/* Those let go of are in the backup, the rest still
+			 * held and mapped by the saver. */
+			p->save_failed = true;
+			return pool_fail(next, err,
+					 "the mapper saving its backup in parts "
+					 "failed after some chunks were saved and "
+					 "released; it stays pausing with the rest "
+					 "(pause again to save it)");
+		}
 		/* Only the saver was asked anything, and saving unmaps
 		 * nothing (a saver that died took only its own mapping). */
 		pool_set_state(p, POOL_ACTIVE);
@@ -747,6 +776,22 @@ enum pool_step pool_resume_progress(struct pool *p, struct backend *b,
 		next->first = p->made;
 	}
 	return pool_send(next, POOL_ROUND_RESUME_MORE);
+}
+
+unsigned pool_save_progress(struct pool *p, struct backend *b,
+			    const struct session *s, unsigned saved)
+{
+	struct mapper *bm = pool_round_backup(p);
+
+	if (p->state != POOL_PAUSING_SAVE || !p->save_parts || !bm ||
+	    !bm->pending || bm->session != s || saved > p->n_chunks ||
+	    saved <= p->saved)
+		return 0;
+	unsigned from = p->saved;
+	for (unsigned i = from; i < saved; i++)
+		backend_chunk_unref(b, p->device, &p->chunks[i]);
+	p->saved = saved;
+	return saved - from;
 }
 
 int pool_ack(struct pool *p, struct session *s, uint64_t event_id, int err)

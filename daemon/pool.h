@@ -10,6 +10,12 @@
  *          --pause--> PAUSING_UNMAP   otherwise: every mapper unmaps
  *   PAUSING_SAVE  --saved--> PAUSING_UNMAP (every mapper, the saver too)
  *                 --failed--> ACTIVE  nobody unmapped, nothing lost
+ *                 (a saver that saves in parts, the pool's owner and only
+ *                 mapper, unmaps each chunk once saved and reports it;
+ *                 the daemon lets go of it then, so the driver clears it
+ *                 while the rest is saved: pool_save_progress. A save in
+ *                 parts that fails after some chunks went stays
+ *                 PAUSING_SAVE: pause again to save the rest)
  *   PAUSING_UNMAP --unmapped--> PAUSED   chunks released
  *                 --failed--> stays (pause again to retry)
  *
@@ -103,6 +109,7 @@ struct mapper {
 	bool pending;   /* owes an ack for the pool's current round */
 	bool backup;    /* asked to save (pause) or restore (resume) */
 	bool parts;     /* restores a resume whose chunks come in parts */
+	bool save_parts; /* saves a SAVE with release chunk by chunk */
 	int ack_err;    /* positive errno from its last ack */
 };
 
@@ -128,6 +135,11 @@ struct pool {
 	 * make_err (positive errno) then holds. */
 	unsigned made;
 	int make_err;
+	/* A save in parts (PAUSING_SAVE, save_parts): the chunks saved and
+	 * let go of, from the first; save_failed once its saver failed
+	 * (the rest is still held: pausing again saves it). */
+	bool save_parts, save_failed;
+	unsigned saved;
 	uint64_t bytes;    /* sum of chunk sizes, kept while paused */
 
 	/* The backup (backup.h): the one place its fd is kept. A memfd or a
@@ -267,6 +279,13 @@ enum pool_step pool_resume(struct pool *p, struct backend *b,
 enum pool_step pool_resume_progress(struct pool *p, struct backend *b,
 				    const struct session *s, unsigned restored,
 				    struct pool_next *next);
+
+/* The saver s of a save in parts has saved and unmapped the first saved
+ * chunks: the daemon lets go of those not yet let go of (their bytes stay
+ * counted until PAUSED). Returns how many it let go of: 0 when the report
+ * is not the saver's, not of a save in parts, or not past the last. */
+unsigned pool_save_progress(struct pool *p, struct backend *b,
+			    const struct session *s, unsigned saved);
 
 /* Takes the edge out of p's state once its round owes no more acks (after
  * an ack, or a mapper that went away): the next round (SEND), the end

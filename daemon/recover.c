@@ -244,7 +244,18 @@ static int recover_pool(struct recover *rc, struct node *n,
 		if (p->chunks[k].fd < 0)
 			all_held = false;
 
-	switch (tp->state) {
+	enum pool_state state = tp->state;
+	/* A save in parts the restart cut: its saver (libvram) copies every
+	 * chunk before it looks at the daemon again, so once it is done the
+	 * backup holds the pool, and the pause is as good as unmapped. */
+	if (state == POOL_PAUSING_SAVE && tp->saved > 0 &&
+	    tp->saved <= p->n_chunks && backup) {
+		log_info("pool %s: a save in parts was under way (%u of %u "
+			 "chunks saved); it is taken as done",
+			 p->name, tp->saved, p->n_chunks);
+		state = POOL_PAUSING_UNMAP;
+	}
+	switch (state) {
 	case POOL_ACTIVE:
 	case POOL_RESUMING_MAP:
 	case POOL_PAUSING_SAVE:

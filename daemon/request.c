@@ -86,6 +86,7 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 		snprintf(s->who.instance, sizeof(s->who.instance), "%s",
 			 h->instance);
 	s->resume_in_parts = h->resume_in_parts;
+	s->save_in_parts = h->save_in_parts;
 	s->hello_done = true;
 	hr.n_devices = device_infos_fill(srv->node.backend, dev, devp);
 	hr.version = WIRE_PROTOCOL_VERSION;
@@ -98,6 +99,15 @@ static void handle_hello(struct server *srv, struct session *s, uint64_t id,
 	resp.body_case = VRAM__RESPONSE__BODY_HELLO;
 	resp.hello = &hr;
 	session_reply(s, &resp, NULL, 0);
+}
+
+/* What s's Hello said it does in parts, on its new mapper of p. */
+static void mapper_parts_set(struct pool *p, struct session *s)
+{
+	struct mapper *m = pool_mapper_find(p, s);
+
+	m->parts = s->resume_in_parts;
+	m->save_parts = s->save_in_parts;
 }
 
 /* Replies with the pool and, when active, its chunk fds (made again where
@@ -242,7 +252,7 @@ static void handle_create(struct server *srv, struct session *s, uint64_t id,
 	}
 	r = pool_mapper_add(p, s, &s->who, false);
 	if (r == 0) {
-		pool_mapper_find(p, s)->parts = s->resume_in_parts;
+		mapper_parts_set(p, s);
 		r = node_pool_add(&srv->node, p);
 	}
 	if (r < 0) {
@@ -286,7 +296,7 @@ static void handle_open(struct server *srv, struct session *s, uint64_t id,
 				    p->name);
 		return;
 	}
-	pool_mapper_find(p, s)->parts = s->resume_in_parts;
+	mapper_parts_set(p, s);
 	/* A pool rebuilt after a restart waits for its owner's pid
 	 * (recover.h) until the grace period ends; an orphan has none. */
 	/* Only the pool's own uid takes it over: its uid is the scope of

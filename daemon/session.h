@@ -44,6 +44,7 @@ struct session {
 	struct session_io io; /* its reading thread's side (io.h) */
 	bool hello_done;
 	bool resume_in_parts; /* its Hello said it restores in parts */
+	bool save_in_parts;   /* and that it saves in parts */
 	bool closing; /* session_close ran; freed once nobody holds it */
 	bool broken;  /* a send failed; closed from the loop, not the sender */
 	bool reading; /* watch for input; the owner pauses and resumes it */

@@ -105,6 +105,8 @@ void table_put_pool(struct table_buf *b, const struct pool *p,
 	put_u32(b, TABLE_STATE, p->state);
 	put_u64(b, TABLE_BYTES, p->bytes);
 	put_u64(b, TABLE_BACKUP, p->backup_valid ? p->bytes : 0);
+	if (p->saved && !p->save_failed)
+		put_u32(b, TABLE_SAVED, p->saved);
 	/* An orphan's too (pid 0): its uid scopes its name and its rights
 	 * (an older table without it gives the pool to uid 0). */
 	put_identity(id, &p->owner_id);
@@ -210,6 +212,9 @@ static int parse_pool(const unsigned char *d, size_t len, uint32_t version,
 			break;
 		case TABLE_OWNER_SID:
 			p->owner_sid = get_uint(v, flen);
+			break;
+		case TABLE_SAVED:
+			p->saved = (unsigned)get_uint(v, flen);
 			break;
 		case TABLE_OWNER:
 			if (flen < IDENTITY_LEN)

@@ -48,6 +48,9 @@ enum table_tag {
 	TABLE_CHUNK = 12,     /* u64 offset, u64 size (v2: u8 held) */
 	TABLE_MAPPER = 13,    /* identity, u8 readonly */
 	TABLE_OWNER_SID = 14, /* u64: the owner's session id, 0 if none */
+	TABLE_SAVED = 15,     /* u32: chunks a save in parts under way has
+			       * saved and let go of (0: none, or it
+			       * failed) */
 };
 
 struct table_chunk {
@@ -73,6 +76,7 @@ struct table_pool {
 	uint64_t backup_bytes;
 	struct identity owner;
 	uint64_t owner_sid;
+	unsigned saved;
 	struct table_chunk *chunks;
 	unsigned n_chunks;
 	struct table_mapper *mappers;

@@ -64,8 +64,12 @@ static void round_send(const struct backend *b, struct pool *p,
 	 * maps all of the pool before it saves. */
 	bool resume = round == POOL_ROUND_RESUME ||
 		      round == POOL_ROUND_RESUME_MORE;
-	unsigned first = round == POOL_ROUND_RESUME_MORE ? next->first : 0;
-	unsigned n = round == POOL_ROUND_SAVE ? p->n_chunks :
+	/* A SAVE lists the chunks still held (all but those a save in
+	 * parts that failed let go of). */
+	unsigned first = round == POOL_ROUND_RESUME_MORE ? next->first :
+			 round == POOL_ROUND_SAVE	 ? p->saved :
+							   0;
+	unsigned n = round == POOL_ROUND_SAVE ? p->n_chunks - first :
 		     resume		      ? p->made - first :
 						0;
 	unsigned nfds = resume ? n : 0;
@@ -84,6 +88,7 @@ static void round_send(const struct backend *b, struct pool *p,
 	ev.more = resume && p->made < p->n_chunks && !p->make_err;
 	if (round == POOL_ROUND_RESUME_MORE)
 		ev.err = p->make_err;
+	ev.release = round == POOL_ROUND_SAVE && p->save_parts;
 	for (unsigned i = 0; i < n && !nfds; i++)
 		l.chunks[i].fd_index = -1;
 	/* A failed send only marks its session for closing later
@@ -201,6 +206,20 @@ void transition_progress(struct node *node, struct session *s,
 	if (!p)
 		return;
 	uint64_t t0 = uv_hrtime();
+	if (p->state == POOL_PAUSING_SAVE) {
+		/* A save in parts: what it let go of leaves the fd store at
+		 * once too, or the store would hold it until the pause ends. */
+		unsigned n = pool_save_progress(p, node->backend, s, restored);
+		if (n && node->store_flush)
+			node->store_flush(node);
+		if (p->op)
+			p->op->t->release_ns += uv_hrtime() - t0;
+		if (n)
+			log_debug("pool %s: saved %u of %u chunk(s); released "
+				  "%u",
+				  p->name, restored, p->n_chunks, n);
+		return;
+	}
 	enum pool_step step = pool_resume_progress(p, node->backend, s,
 						   restored, &next);
 	if (p->op)

@@ -98,7 +98,9 @@ int transition_run(struct node *node, struct session *requester,
 		   transition_done_fn *done, void *done_arg);
 
 /* A restorer's report of a resume in parts (ResumeProgress): the chunks
- * now due are made and sent to it (pool_resume_progress). */
+ * now due are made and sent to it (pool_resume_progress). A saver's
+ * report of a save in parts (the same message): the chunks it saved are
+ * let go of, and leave the fd store (pool_save_progress). */
 void transition_progress(struct node *node, struct session *s,
 			 uint64_t event_id, unsigned restored);
 

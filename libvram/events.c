@@ -29,15 +29,62 @@ static uint64_t events_bytes(const Vram__Event *ev)
 	return n;
 }
 
-/* SAVE (and, without backup, the first half of PAUSE): wait for the
- * device and, if asked,
- * copy the pool into its backup, refusing when fewer than expect bytes are
- * mapped here. Nothing is unmapped, so a failure here loses nothing: the
- * error goes back in the ack. */
-static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
-		       uint64_t expect, char *msg, size_t msglen)
+/* A SAVE with release: each chunk's copy is issued on lane k % 2 and only
+ * then is the one before it waited for, unmapped and reported, so the
+ * device always has the next copy queued while the daemon lets go of the
+ * chunk before and the driver clears it; clearing then is over by the
+ * resume, whose copies it would slow (docs/gpu.md, "The pause as a
+ * pipeline"). The last chunk is unmapped too and goes with the ack. Every
+ * copy is made whatever the daemon says meanwhile (a reply is read only
+ * after this returns), so a daemon that restarts during it finds the
+ * backup whole (daemon/recover.c). On failure what is under way is waited
+ * for and nothing more is unmapped: those reported are saved, the rest
+ * stays mapped for a retry. */
+static int events_save_parts(struct vram_pool *p, const Vram__Event *ev,
+			     const struct events_ack *ack)
+{
+	struct mapping *m = &p->map;
+	size_t older = SIZE_MAX;
+	int r = 0;
+
+	for (size_t k = 0; k <= m->n_chunks && r == 0; k++) {
+		if (k < m->n_chunks) {
+			if (!m->chunks[k].mapped)
+				continue;
+			r = mapping_copy_issue(m, 1, k, k + 1, k % VMM_LANES);
+			if (r < 0)
+				break;
+		}
+		if (older == SIZE_MAX) {
+			older = k;
+			continue;
+		}
+		r = mapping_copy_wait(m, older % VMM_LANES);
+		if (r == 0)
+			r = mapping_unmap_chunk(m, older);
+		if (r == 0 && k < m->n_chunks && ack->progress)
+			ack->progress(p->client, ev->event_id,
+				      (uint32_t)older + 1);
+		older = k;
+	}
+	if (r < 0)
+		for (unsigned l = 0; l < VMM_LANES; l++)
+			mapping_copy_wait(m, l);
+	return r;
+}
+
+/* SAVE (and, without an event, the first half of PAUSE): wait for the
+ * device and, given the SAVE, copy the pool into its backup, refusing
+ * when this process maps fewer bytes than the SAVE lists. Nothing is
+ * unmapped, so a failure here loses nothing: the error goes back in the
+ * ack; but a SAVE with release unmaps each chunk once saved
+ * (events_save_parts). */
+static int events_save(struct vram_client *c, struct vram_pool *p,
+		       const Vram__Event *ev, const struct events_ack *ack,
+		       char *msg, size_t msglen)
 {
 	struct vmm *v = c->vmm;
+	uint64_t expect = ev ? events_bytes(ev) : 0;
 	int r;
 
 	if (p->dropped)
@@ -48,7 +95,7 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 			 p->dev, strerror(-r));
 		return r;
 	}
-	if (!backup)
+	if (!ev)
 		return 0;
 	/* A save that misses part of the pool would be trusted as whole. */
 	if (mapping_bytes_mapped(&p->map) < expect) {
@@ -71,16 +118,16 @@ static int events_save(struct vram_client *c, struct vram_pool *p, bool backup,
 		return -ENODEV;
 	}
 	int64_t t0 = clock_now_ns();
-	r = mapping_save(&p->map);
+	uint64_t bytes = mapping_bytes_mapped(&p->map);
+	r = ev->release ? events_save_parts(p, ev, ack) : mapping_save(&p->map);
 	if (r < 0)
 		snprintf(msg, msglen, "saving pool %s to its backup failed: %s",
 			 p->name, strerror(-r));
 	else
-		log_write(VRAM_LOG_DEBUG, "pool %s: saved %llu MiB in %.2f ms",
-			  p->name,
-			  (unsigned long long)(mapping_bytes_mapped(&p->map) >>
-					       20),
-			  clock_lap_ms(&t0));
+		log_write(VRAM_LOG_DEBUG, "pool %s: saved %llu MiB in %.2f ms%s",
+			  p->name, (unsigned long long)(bytes >> 20),
+			  clock_lap_ms(&t0),
+			  ev->release ? ", in parts" : "");
 	return r;
 }
 
@@ -102,7 +149,7 @@ static int events_pause(struct vram_client *c, struct vram_pool *p, bool backup,
 			 p->name);
 		return -EPROTO;
 	}
-	r = events_save(c, p, false, 0, msg, msglen);
+	r = events_save(c, p, NULL, NULL, msg, msglen);
 
 	if (r < 0 || p->dropped)
 		return r;
@@ -124,7 +171,7 @@ static int events_parts_issue(struct vram_pool *p, size_t k)
 	else if (p->parts_waited == p->parts_issued && p->parts_idle_ns)
 		p->parts_gap_ns += now - p->parts_idle_ns;
 	p->parts_issued = k + 1;
-	return mapping_restore_issue(&p->map, k, k + 1, k % VMM_LANES);
+	return mapping_copy_issue(&p->map, 0, k, k + 1, k % VMM_LANES);
 }
 
 /* Waits for the oldest chunk's copy under way; tells the daemon that it
@@ -133,7 +180,7 @@ static int events_parts_wait(struct vram_pool *p, const Vram__Event *ev,
 			     const struct events_ack *ack)
 {
 	size_t k = p->parts_waited;
-	int r = mapping_restore_wait(&p->map, k % VMM_LANES);
+	int r = mapping_copy_wait(&p->map, k % VMM_LANES);
 
 	p->parts_waited = k + 1;
 	if (p->parts_waited == p->parts_issued)
@@ -436,8 +483,7 @@ int events_handle(struct vram_client *c, const Vram__Event *ev,
 		return events_answer(ev, "pause", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_SAVE:
 		if (p)
-			r = events_save(c, p, true, events_bytes(ev), msg,
-					sizeof(msg));
+			r = events_save(c, p, ev, ack, msg, sizeof(msg));
 		return events_answer(ev, "save", r, msg, ack);
 	case VRAM__EVENT_KIND__EVENT_RESUME:
 		if (p)

@@ -34,6 +34,11 @@ int client_hello(struct vram_client *c)
 	 * once, as before. */
 	const char *parts = getenv("VRAM_RESUME_IN_PARTS");
 	hello.resume_in_parts = !(parts && strcmp(parts, "0") == 0);
+	/* Saves unmap each chunk once saved, so the daemon lets go of it
+	 * while the rest is saved (events.c); VRAM_SAVE_IN_PARTS=0 keeps
+	 * every chunk until the whole pool is saved, as before. */
+	const char *save_parts = getenv("VRAM_SAVE_IN_PARTS");
+	hello.save_in_parts = !(save_parts && strcmp(save_parts, "0") == 0);
 	req.body_case = VRAM__REQUEST__BODY_HELLO;
 	req.hello = &hello;
 	r = call_run(c, &req, &call, CONNECT_TIMEOUT_MS);

@@ -324,16 +324,19 @@ static void mapping_populate_before(void *arg, uint64_t end)
 	mapping_backup_wait_upto(arg, end);
 }
 
-/* Registers the part of the backup that covers the layout and is not yet
- * registered, in slices, with threads faulting the pages in ahead where
+/* Registers the part of the backup that covers the layout up to upto and
+ * is not yet registered, in slices, with threads faulting the pages in ahead where
  * the backend pins (a backup given back has none, and the pin faults
  * them in one by one at ~2 GB/s); given cp, it copies each slice once it
  * is registered, so the copy of one slice runs while the next is faulted
  * in and pinned. A failed pin only costs copy speed, so it is logged, not
  * returned; the copy goes on. */
-static void mapping_register(struct mapping *m, struct mapping_copying *cp)
+static void mapping_register(struct mapping *m, struct mapping_copying *cp,
+			     uint64_t upto)
 {
 	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
+	if (end > upto)
+		end = upto;
 	struct populate_ahead *pa = NULL;
 
 	if (!m->backup || m->readonly || !m->backup_pin || end <= m->registered)
@@ -474,7 +477,7 @@ int mapping_append(struct mapping *m, const struct mapping_desc *d, size_t n,
 	for (size_t i = 0; i < n; i++)
 		m->size += d[i].size;
 	if (map && m->backup_retain)
-		mapping_register(m, NULL);
+		mapping_register(m, NULL, UINT64_MAX);
 	return 0;
 }
 
@@ -503,7 +506,7 @@ int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n)
 	for (size_t i = 0; i < n; i++)
 		m->size += d[i].size;
 	if (m->backup_retain)
-		mapping_register(m, NULL);
+		mapping_register(m, NULL, UINT64_MAX);
 	return 0;
 }
 
@@ -512,7 +515,7 @@ int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n)
 static void mapping_copies_drain(struct mapping *m)
 {
 	for (unsigned l = 0; l < VMM_LANES; l++) {
-		int r = mapping_restore_wait(m, l);
+		int r = mapping_copy_wait(m, l);
 		if (r < 0)
 			log_write(VRAM_LOG_WARN,
 				  "waiting for a restore's copies failed: %s",
@@ -656,7 +659,14 @@ static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to,
 				      .spans = spans,
 				      .part = spans + (to - from),
 				      .n = n };
-	mapping_register(m, &cp);
+	/* A copy in parts registers only what it copies: the next part's
+	 * pages are pinned while this one is on the device. */
+	uint64_t upto = UINT64_MAX;
+	if (lane >= 0)
+		upto = n ? (uint64_t)((uint8_t *)spans[n - 1].host - m->backup) +
+				   spans[n - 1].len :
+			   0;
+	mapping_register(m, &cp, upto);
 	r = cp.r;
 	free(spans);
 	/* A disk backup is on disk when the save is acked: the daemon then
@@ -678,20 +688,32 @@ int mapping_restore(struct mapping *m)
 	return mapping_copy(m, 0, 0, m->n_chunks, -1);
 }
 
-int mapping_restore_issue(struct mapping *m, size_t from, size_t to,
-			  unsigned lane)
+int mapping_copy_issue(struct mapping *m, int to_host, size_t from, size_t to,
+		       unsigned lane)
 {
 	if (lane >= VMM_LANES)
 		return -EINVAL;
 	if (!m->vmm->ops->copy_issue)
-		return mapping_copy(m, 0, from, to, -1);
+		return mapping_copy(m, to_host, from, to, -1);
 	/* Busy from before the first piece, so that a failure halfway is
 	 * waited for too. */
 	m->lanes_busy |= 1u << lane;
-	return mapping_copy(m, 0, from, to, (int)lane);
+	return mapping_copy(m, to_host, from, to, (int)lane);
 }
 
-int mapping_restore_wait(struct mapping *m, unsigned lane)
+int mapping_unmap_chunk(struct mapping *m, size_t k)
+{
+	int err = 0;
+
+	if (k >= m->n_chunks)
+		return -EINVAL;
+	mapping_gate_enter();
+	chunk_unmap(m, &m->chunks[k], &err);
+	mapping_gate_leave();
+	return err;
+}
+
+int mapping_copy_wait(struct mapping *m, unsigned lane)
 {
 	if (lane >= VMM_LANES || !(m->lanes_busy & (1u << lane)))
 		return 0;

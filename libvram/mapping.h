@@ -68,7 +68,7 @@ struct mapping {
 	bool giving;
 	struct mapping_giving *gift;
 	/* Copy lanes with a restore's copies issued and not yet waited for
-	 * (mapping_restore_issue), one bit each. */
+	 * (mapping_copy_issue), one bit each. */
 	unsigned lanes_busy;
 };
 
@@ -117,17 +117,22 @@ uint64_t mapping_bytes_mapped(const struct mapping *m);
  * than the layout, -ENODEV if there is no backup. */
 int mapping_save(struct mapping *m);
 int mapping_restore(struct mapping *m);
-/* Issues the restore of chunks [from, to) on copy lane lane (below
- * VMM_LANES) and returns without waiting for it, so that a resume in parts
- * queues the next chunk's copy behind the one under way and maps more
- * meanwhile; mapping_restore_wait(lane) waits for it and returns its
- * error (0 when nothing is issued there). Where the backend cannot issue
- * without waiting, the copy is done when the issue returns. The backup is
- * registered up to the end of what is mapped, as for mapping_restore.
- * Whatever unmaps chunks or unpins the backup waits for both lanes first. */
-int mapping_restore_issue(struct mapping *m, size_t from, size_t to,
-			  unsigned lane);
-int mapping_restore_wait(struct mapping *m, unsigned lane);
+/* Issues the restore (to_host 0) or save (1) of chunks [from, to) on
+ * copy lane lane (below VMM_LANES) and returns without waiting for it, so
+ * that a resume or save in parts queues the next chunk's copy behind the
+ * one under way and maps or unmaps meanwhile; mapping_copy_wait(lane)
+ * waits for it and returns its error (0 when nothing is issued there).
+ * Where the backend cannot issue without waiting, the copy is done when
+ * the issue returns. The backup is registered up to the end of these
+ * chunks (the next chunk's pages are faulted in and pinned while this
+ * one copies). Whatever unmaps chunks or unpins the backup waits for
+ * both lanes first. */
+int mapping_copy_issue(struct mapping *m, int to_host, size_t from, size_t to,
+		       unsigned lane);
+int mapping_copy_wait(struct mapping *m, unsigned lane);
+
+/* Unmaps chunk k (a save in parts, once its copy is waited for). */
+int mapping_unmap_chunk(struct mapping *m, size_t k);
 
 /* Holds back this process's give-backs' unpins while a resume call is
  * under way and for MAPPING_GATE_LINGER_MS after, short of anyone waiting

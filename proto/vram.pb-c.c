@@ -1538,7 +1538,7 @@ void   vram__server_msg__free_unpacked
   assert(message->base.descriptor == &vram__server_msg__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor vram__hello__field_descriptors[5] =
+static const ProtobufCFieldDescriptor vram__hello__field_descriptors[6] =
 {
   {
     "version",
@@ -1600,18 +1600,31 @@ static const ProtobufCFieldDescriptor vram__hello__field_descriptors[5] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "save_in_parts",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Hello, save_in_parts),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__hello__field_indices_by_name[] = {
   2,   /* field[2] = instance */
   3,   /* field[3] = job */
   1,   /* field[1] = name */
   4,   /* field[4] = resume_in_parts */
+  5,   /* field[5] = save_in_parts */
   0,   /* field[0] = version */
 };
 static const ProtobufCIntRange vram__hello__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 5 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor vram__hello__descriptor =
 {
@@ -1621,7 +1634,7 @@ const ProtobufCMessageDescriptor vram__hello__descriptor =
   "Vram__Hello",
   "vram",
   sizeof(Vram__Hello),
-  5,
+  6,
   vram__hello__field_descriptors,
   vram__hello__field_indices_by_name,
   1,  vram__hello__number_ranges,
@@ -4311,7 +4324,7 @@ const ProtobufCMessageDescriptor vram__request__descriptor =
   (ProtobufCMessageInit) vram__request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor vram__event__field_descriptors[7] =
+static const ProtobufCFieldDescriptor vram__event__field_descriptors[8] =
 {
   {
     "event_id",
@@ -4397,6 +4410,18 @@ static const ProtobufCFieldDescriptor vram__event__field_descriptors[7] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "release",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Vram__Event, release),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned vram__event__field_indices_by_name[] = {
   3,   /* field[3] = backup */
@@ -4406,11 +4431,12 @@ static const unsigned vram__event__field_indices_by_name[] = {
   1,   /* field[1] = kind */
   5,   /* field[5] = more */
   2,   /* field[2] = pool_id */
+  7,   /* field[7] = release */
 };
 static const ProtobufCIntRange vram__event__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 7 }
+  { 0, 8 }
 };
 const ProtobufCMessageDescriptor vram__event__descriptor =
 {
@@ -4420,7 +4446,7 @@ const ProtobufCMessageDescriptor vram__event__descriptor =
   "Vram__Event",
   "vram",
   sizeof(Vram__Event),
-  7,
+  8,
   vram__event__field_descriptors,
   vram__event__field_indices_by_name,
   1,  vram__event__number_ranges,

@@ -134,10 +134,17 @@ struct  Vram__Hello
    * it restores a RESUME whose chunks come in
    */
   protobuf_c_boolean resume_in_parts;
+  /*
+   * parts (EVENT_RESUME_MORE, ResumeProgress)
+   */
+  /*
+   * it saves a SAVE with release set chunk by
+   */
+  protobuf_c_boolean save_in_parts;
 };
 #define VRAM__HELLO__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__hello__descriptor) \
-    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0 }
+    , 0, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0 }
 
 
 struct  Vram__DeviceInfo
@@ -727,6 +734,8 @@ struct  Vram__StatsReply
 /*
  * The restorer of a resume in parts: chunks restored so far, counted from
  * the first. No reply; the daemon makes the next chunks as they are due.
+ * The saver of a SAVE with release sends it too: chunks saved and
+ * unmapped so far, from the first; the daemon lets go of them.
  */
 struct  Vram__ResumeProgress
 {
@@ -828,10 +837,17 @@ struct  Vram__Event
    * RESUME_MORE: the rest could not be made
    */
   int32_t err;
+  /*
+   * (positive errno): unmap, ack with it
+   */
+  /*
+   * SAVE: unmap each chunk once it is saved
+   */
+  protobuf_c_boolean release;
 };
 #define VRAM__EVENT__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&vram__event__descriptor) \
-    , 0, VRAM__EVENT_KIND__EVENT_PAUSE, 0, 0, 0,NULL, 0, 0 }
+    , 0, VRAM__EVENT_KIND__EVENT_PAUSE, 0, 0, 0,NULL, 0, 0, 0 }
 
 
 typedef enum {

@@ -18,6 +18,7 @@
 
 #include "../integration/integ.h"
 #include "client_fake.h"
+#include "cuda_driver.h"
 #include "cuda_fake.h"
 #include "frame_send.h"
 #include "vmm.h"
@@ -1088,6 +1089,121 @@ TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
 		ASSERT_EQ(*(uint32_t *)(base + k * 32 * MiB), 0xc0de0000u + k);
 	ASSERT_EQ(fake_count("busy_unmaps"), 0);
 	ASSERT_EQ(fake_count("mapped"), 3);
+	vram_client_close(c);
+	fake_stop(&f);
+}
+
+/* A save in parts on the CUDA half against the fake driver: each chunk is
+ * unmapped once its copy is waited for and reported, the last goes with
+ * the ack, and no chunk is ever unmapped under a copy. A copy that fails
+ * halfway leaves the chunks not reported mapped (the daemon still holds
+ * them); a SAVE of those saves the rest, and the backup holds the pool.
+ * VRAM_SAVE_IN_PARTS=0 says so in the hello: vramd then sends whole
+ * saves (the fake as it does). The fake makes a chunk per grow, of the
+ * size asked: three allocations of 64 MiB grow by 64, 64 and 128. */
+static const uint64_t sp_size[3] = { 64 * MiB, 64 * MiB, 128 * MiB };
+static const uint64_t sp_off[3] = { 0, 64 * MiB, 128 * MiB };
+
+static vram_pool *three_chunks_marked(vram_client *c, uintptr_t *base)
+{
+	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	for (unsigned k = 0; k < 3; k++) {
+		void *a;
+		ASSERT_OK(vram_alloc(p, 64 * MiB, &a));
+		if (k == 0)
+			*base = (uintptr_t)a;
+	}
+	ASSERT_UEQ(vram_pool_size(p), 256 * MiB);
+	for (unsigned k = 0; k < 3; k++)
+		*(uint32_t *)(*base + sp_off[k]) = 0xc0de0000u + k;
+	return p;
+}
+
+static void three_chunks_check(uintptr_t base)
+{
+	for (unsigned k = 0; k < 3; k++)
+		ASSERT_EQ(*(uint32_t *)(base + sp_off[k]), 0xc0de0000u + k);
+}
+
+/* A SAVE with release of chunks [first, 3), sent by hand. */
+static void save_in_parts_send(struct fake *f, uint64_t event_id,
+			       uint64_t id, unsigned first)
+{
+	pthread_mutex_lock(&f->lock);
+	f->send_release = true;
+	fake_send_event(f, 0, VRAM__EVENT_KIND__EVENT_SAVE, event_id, id, true,
+			sp_size + first, NULL, 3 - first, sp_off[first]);
+	f->send_release = false;
+	pthread_mutex_unlock(&f->lock);
+}
+
+TEST(save_in_parts_unmaps_each_chunk_once_saved)
+{
+	struct fake f;
+	uintptr_t base;
+
+	vram_client *c = fake_cuda_connect(&f);
+	vram_pool *p = three_chunks_marked(c, &base);
+	ASSERT_OK(vram_pool_pause(p, NULL));
+	ASSERT_EQ(f.n_progress, 2u);
+	ASSERT_EQ(f.last_progress_restored, 2u);
+	ASSERT_EQ(fake_count("busy_unmaps"), 0);
+	ASSERT_EQ(fake_count("mapped"), 0);
+	ASSERT_OK(vram_pool_resume(p, NULL));
+	three_chunks_check(base);
+
+	/* The third copy fails: the first chunk went, the others stay. */
+	uint64_t id = fake_pool_id(&f, "w");
+	unsigned reports = f.n_progress;
+	fake_fail_after("cuMemcpyDtoHAsync", CUDA_ERROR_ILLEGAL_ADDRESS, 2);
+	save_in_parts_send(&f, 70, id, 0);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 70);
+	ASSERT_EQ(f.last_ack_err, EIO);
+	ASSERT_EQ(f.n_progress, reports + 1);
+	ASSERT_EQ(f.last_progress_restored, 1u);
+	ASSERT_EQ(fake_count("mapped"), 2);
+	ASSERT_EQ(fake_count("busy_unmaps"), 0);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_ACTIVE);
+
+	/* The daemon asks again for what it still holds. */
+	save_in_parts_send(&f, 71, id, 1);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 71);
+	ASSERT_EQ(f.last_ack_err, 0);
+	ASSERT_EQ(f.n_progress, reports + 2);
+	ASSERT_EQ(f.last_progress_restored, 2u);
+	ASSERT_EQ(fake_count("mapped"), 0);
+	ASSERT_EQ(fake_count("busy_unmaps"), 0);
+	fake_send_event(&f, 0, VRAM__EVENT_KIND__EVENT_PAUSE, 72, id, false,
+			NULL, NULL, 0, 0);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 72);
+	ASSERT_EQ(vram_pool_state(p), VRAM_STATE_PAUSED);
+	/* The backup holds all three: a RESUME of new chunks restores it. */
+	int fds[3];
+	for (unsigned k = 0; k < 3; k++)
+		fds[k] = fake_memfd(sp_size[k]);
+	fake_send_part(&f, 0, VRAM__EVENT_KIND__EVENT_RESUME, 73, id, true,
+		       sp_size, fds, 3, 0, false, 0);
+	for (unsigned k = 0; k < 3; k++)
+		close(fds[k]);
+	ASSERT_EQ(vram_client_dispatch(c, 5000), 1);
+	FAKE_WAIT(&f, f.last_ack_event == 73);
+	ASSERT_EQ(f.last_ack_err, 0);
+	three_chunks_check(base);
+	vram_client_close(c);
+	fake_stop(&f);
+
+	/* Without parts: one whole save, no reports. */
+	setenv("VRAM_SAVE_IN_PARTS", "0", 1);
+	c = fake_cuda_connect(&f);
+	unsetenv("VRAM_SAVE_IN_PARTS");
+	p = three_chunks_marked(c, &base);
+	ASSERT_OK(vram_pool_pause(p, NULL));
+	ASSERT_EQ(f.n_progress, 0u);
+	ASSERT_OK(vram_pool_resume(p, NULL));
+	three_chunks_check(base);
 	vram_client_close(c);
 	fake_stop(&f);
 }

@@ -10,8 +10,9 @@
  * (GROW to the other mappers), close and drop (DROP) of pools of memfd
  * chunks, as on the host backend; pause and resume of one pool at a time
  * in vramd's rounds: a pool with content to keep gets SAVE, with its
- * layout, to its saver (the owner) alone, then PAUSE without backup to
- * every mapper; RESUME carries new chunks to every mapper and asks the
+ * layout, to its saver (the owner) alone (with release, and the chunks
+ * it reports saved let go of, when it maps the pool alone and said it
+ * saves in parts), then PAUSE without backup to every mapper; RESUME carries new chunks to every mapper and asks the
  * saver to restore. fake_sends_what_vramd_sends (client_events_test.c)
  * runs one script against the fake and against vramd and compares what
  * each session got. The fake reports no free bytes; what it does not
@@ -93,6 +94,11 @@ struct fake {
 
 	/* the pause or resume in progress */
 	bool tr_active, tr_resume, tr_saving;
+	bool tr_release;	   /* the SAVE under way is in parts */
+	unsigned tr_saved;	   /* chunks it let go of */
+	bool send_release;	   /* the next event sent says release */
+	unsigned save_parts_conns; /* a bit per connection whose hello said
+				    * save_in_parts */
 	int tr_conn, tr_err;
 	struct fake_pool *tr_pool;
 	uint64_t tr_request, tr_event;
@@ -209,6 +215,7 @@ static FAKE_UNUSED void fake_send_part(struct fake *f, int ci, int kind,
 	ev.chunks = cp;
 	ev.more = more;
 	ev.err = err;
+	ev.release = f->send_release;
 	m.body_case = VRAM__SERVER_MSG__BODY_EVENT;
 	m.event = &ev;
 	fake_send(f, ci, &m, fds, fds ? n : 0);
@@ -323,6 +330,13 @@ static FAKE_UNUSED void fake_round(struct fake *f, int kind)
 		if (kind == VRAM__EVENT_KIND__EVENT_SAVE && ci != p->owner)
 			continue;
 		f->tr_pending |= 1u << ci;
+		/* In parts, as vramd: to an owner that maps it alone and
+		 * said it saves in parts, of a pool that is not persistent. */
+		f->send_release = kind == VRAM__EVENT_KIND__EVENT_SAVE &&
+				  p->mappers == 1u << ci &&
+				  (f->save_parts_conns & (1u << ci)) &&
+				  !(p->flags & 0x1u);
+		f->tr_saved = 0;
 		if (kind == VRAM__EVENT_KIND__EVENT_SAVE)
 			fake_send_event(f, ci, kind, f->tr_event, p->id, true,
 					p->chunk_size, NULL, p->n_chunks, 0);
@@ -334,6 +348,23 @@ static FAKE_UNUSED void fake_round(struct fake *f, int kind)
 		else
 			fake_send_event(f, ci, kind, f->tr_event, p->id, false,
 					NULL, NULL, 0, 0);
+		f->tr_release = f->send_release;
+		f->send_release = false;
+	}
+}
+
+/* A save in parts reports chunks saved: vramd lets go of them. */
+static FAKE_UNUSED void fake_save_progress(struct fake *f, int ci,
+					   uint32_t saved)
+{
+	struct fake_pool *p = f->tr_pool;
+
+	if (!f->tr_active || !f->tr_saving || !f->tr_release ||
+	    ci != p->owner || saved > p->n_chunks)
+		return;
+	for (; f->tr_saved < saved; f->tr_saved++) {
+		close(p->chunk_fd[f->tr_saved]);
+		p->chunk_fd[f->tr_saved] = -1;
 	}
 }
 
@@ -381,6 +412,9 @@ static FAKE_UNUSED void fake_round_done(struct fake *f)
 		fake_round(f, VRAM__EVENT_KIND__EVENT_PAUSE);
 		return;
 	}
+	if (f->tr_err && f->tr_saving && f->tr_saved)
+		TEST_FAIL("fake vramd: a save in parts failing after chunks "
+			  "went is not scripted (vramd stays PAUSING)");
 	if (f->tr_err) {
 		/* Nobody unmapped after a failed save; after a failed unmap
 		 * vramd keeps the pool PAUSING. */
@@ -391,7 +425,8 @@ static FAKE_UNUSED void fake_round_done(struct fake *f)
 		return;
 	}
 	for (unsigned i = 0; i < p->n_chunks; i++) {
-		close(p->chunk_fd[i]);
+		if (p->chunk_fd[i] >= 0)
+			close(p->chunk_fd[i]);
 		p->chunk_fd[i] = -1;
 	}
 	p->state = VRAM__STATE__STATE_PAUSED;
@@ -572,6 +607,10 @@ static FAKE_UNUSED void fake_handle(struct fake *f, int ci,
 	pthread_mutex_lock(&f->lock);
 	switch (req->body_case) {
 	case VRAM__REQUEST__BODY_HELLO:
+		if (req->hello && req->hello->save_in_parts)
+			f->save_parts_conns |= 1u << ci;
+		else
+			f->save_parts_conns &= ~(1u << ci);
 		fake_hello(f, ci, req->id);
 		break;
 	case VRAM__REQUEST__BODY_POOL_CREATE:
@@ -624,6 +663,8 @@ static FAKE_UNUSED void fake_handle(struct fake *f, int ci,
 		f->n_progress++;
 		f->last_progress_event = req->progress->event_id;
 		f->last_progress_restored = req->progress->restored;
+		if (f->tr_active && req->progress->event_id == f->tr_event)
+			fake_save_progress(f, ci, req->progress->restored);
 		break;
 	default:
 		fake_reply_err(f, ci, req->id, EOPNOTSUPP,

@@ -22,6 +22,7 @@
 
 static int (*fake_count)(const char *what);
 static void (*fake_fail)(const char *fn, int code);
+static void (*fake_fail_after)(const char *fn, int code, int skip);
 
 /* Compiles the fake (with $CC, default cc) into DIR/libcuda.so.1 under a
  * new temporary directory, whose path goes to so (cap bytes). Skips the
@@ -88,7 +89,9 @@ static void cuda_fake_build_and_load(void)
 	}
 	fake_count = (int (*)(const char *))dlsym(lib, "fake_count");
 	fake_fail = (void (*)(const char *, int))dlsym(lib, "fake_fail");
-	ASSERT(fake_count && fake_fail);
+	fake_fail_after =
+		(void (*)(const char *, int, int))dlsym(lib, "fake_fail_after");
+	ASSERT(fake_count && fake_fail && fake_fail_after);
 }
 
 /* Builds and loads the fake for this process only. The file is removed at

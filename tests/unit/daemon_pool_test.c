@@ -886,3 +886,108 @@ TEST(early_release_only_when_nothing_is_saved)
 	ASSERT_UEQ(b->used_bytes, 0);
 	backend_destroy(b);
 }
+
+/* A save in parts: the owner, mapping the pool alone, reports chunks
+ * saved and the daemon lets go of each then (their bytes counted until
+ * PAUSED). Reports from anyone else, out of order or past the pool are
+ * ignored; a failure after some chunks went stays PAUSING_SAVE and a
+ * pause again saves the rest; a second mapper, a persistent pool or a
+ * saver that does not save in parts gets the whole save. */
+TEST(save_in_parts_lets_go_of_each_chunk_as_saved)
+{
+	struct backend *b = fake_backend(64ull * GRAN);
+	struct pool *p = make_pool(POOL_HOST);
+	unsigned first;
+
+	ASSERT_OK(pool_grow(p, b, 4ull * GRAN, GRAN, 240, &first));
+	pool_mapper_find(p, A)->save_parts = true;
+	expect_send(pause_(p, b), POOL_ROUND_SAVE, p, 1, 1);
+	ASSERT(p->save_parts);
+	ASSERT_EQ(pool_save_progress(p, b, B, 2), 0u); /* not the saver */
+	ASSERT_EQ(pool_save_progress(p, b, A, 5), 0u); /* past the pool */
+	ASSERT_EQ(pool_save_progress(p, b, A, 0), 0u);
+	ASSERT_EQ(live, 4);
+	ASSERT_EQ(pool_save_progress(p, b, A, 2), 2u);
+	ASSERT_EQ(pool_save_progress(p, b, A, 2), 0u); /* twice */
+	ASSERT_EQ(pool_save_progress(p, b, A, 1), 0u); /* behind */
+	ASSERT_EQ(live, 2);
+	ASSERT_UEQ(b->used_bytes, 4ull * GRAN);
+	ASSERT_EQ(pool_save_progress(p, b, A, 3), 1u);
+	expect_send(ack(p, b, A, 0), POOL_ROUND_PAUSE, p, 1, 0);
+	ASSERT_EQ(live, 0);
+	ASSERT_EQ(ack(p, b, A, 0), POOL_STEP_DONE);
+	ASSERT(p->backup_valid);
+	ASSERT_UEQ(b->used_bytes, 0);
+	ASSERT_EQ(p->saved, 0u);
+	ASSERT(!p->save_parts);
+	ASSERT_EQ(pool_save_progress(p, b, A, 1), 0u); /* paused */
+
+	/* A resume is not a save: its reports make chunks, let go of none. */
+	expect_send(resume_(p, b), POOL_ROUND_RESUME, p, 1, 1);
+	ASSERT_EQ(pool_save_progress(p, b, A, 1), 0u);
+	ASSERT_EQ(live, 4);
+	ASSERT_EQ(ack(p, b, A, 0), POOL_STEP_DONE);
+
+	/* The saver fails after one chunk went: it stays pausing, with the
+	 * rest held; a resume is refused; pausing again saves the rest. */
+	expect_send(pause_(p, b), POOL_ROUND_SAVE, p, 1, 1);
+	ASSERT_EQ(pool_save_progress(p, b, A, 1), 1u);
+	expect_failed(ack(p, b, A, EIO), EIO, POOL_PAUSING_SAVE, p);
+	ASSERT(strstr(nx.why, "pause again"));
+	ASSERT(p->save_failed);
+	ASSERT_EQ(p->saved, 1u);
+	ASSERT_EQ(live, 3);
+	ASSERT(!p->backup_valid);
+	expect_failed(resume_(p, b), EBUSY, POOL_PAUSING_SAVE, p);
+	expect_send(pause_(p, b), POOL_ROUND_SAVE, p, 1, 1);
+	ASSERT(!p->save_failed);
+	ASSERT_EQ(pool_save_progress(p, b, A, 1), 0u); /* already gone */
+	ASSERT_EQ(pool_save_progress(p, b, A, 3), 2u);
+	ASSERT_EQ(live, 1);
+	expect_send(ack(p, b, A, 0), POOL_ROUND_PAUSE, p, 1, 0);
+	ASSERT_EQ(ack(p, b, A, 0), POOL_STEP_DONE);
+	ASSERT(p->backup_valid);
+	ASSERT_EQ(live, 0);
+	ASSERT_UEQ(b->used_bytes, 0);
+	expect_send(resume_(p, b), POOL_ROUND_RESUME, p, 1, 1);
+	ASSERT_EQ(ack(p, b, A, 0), POOL_STEP_DONE);
+
+	/* The saver goes away after a chunk went: the pool stays pausing
+	 * (vramd drops it with its owner: node_session_gone); a pause
+	 * without it is refused rather than trusted. */
+	expect_send(pause_(p, b), POOL_ROUND_SAVE, p, 1, 1);
+	ASSERT_EQ(pool_save_progress(p, b, A, 2), 2u);
+	expect_failed(gone(p, b, A), EPIPE, POOL_PAUSING_SAVE, p);
+	expect_failed(pause_(p, b), EPIPE, POOL_PAUSING_SAVE, p);
+	ASSERT(!p->backup_valid);
+	pool_destroy(p, b);
+	ASSERT_EQ(live, 0);
+	ASSERT_UEQ(b->used_bytes, 0);
+
+	/* Whole saves: a second mapper, a persistent pool, or a saver that
+	 * does not save in parts. */
+	p = make_shared(b, 2, false);
+	pool_mapper_find(p, A)->save_parts = true;
+	expect_send(pause_(p, b), POOL_ROUND_SAVE, p, 1, 1);
+	ASSERT(!p->save_parts);
+	ASSERT_EQ(pool_save_progress(p, b, A, 1), 0u);
+	ASSERT_EQ(live, 2);
+	pool_destroy(p, b);
+	struct identity a = who(1);
+	ASSERT_OK(pool_create(2, "q", "weights", 0, POOL_HOST, POOL_FLAG_PERSIST,
+			      64ull * GRAN, NULL, A, &a, &p));
+	ASSERT_OK(pool_mapper_add(p, A, &a, false));
+	ASSERT_OK(pool_grow(p, b, 2ull * GRAN, GRAN, 240, &first));
+	pool_mapper_find(p, A)->save_parts = true;
+	expect_send(pause_(p, b), POOL_ROUND_SAVE, p, 1, 1);
+	ASSERT(!p->save_parts);
+	pool_destroy(p, b);
+	p = make_pool(POOL_HOST);
+	ASSERT_OK(pool_grow(p, b, 2ull * GRAN, GRAN, 240, &first));
+	expect_send(pause_(p, b), POOL_ROUND_SAVE, p, 1, 1);
+	ASSERT(!p->save_parts);
+	ASSERT_EQ(pool_save_progress(p, b, A, 1), 0u);
+	pool_destroy(p, b);
+	ASSERT_EQ(live, 0);
+	backend_destroy(b);
+}

@@ -101,9 +101,11 @@ static int map_capture_mode = -1, access_device = -1;
 static void *capturing_stream; /* the stream that "captures a graph" */
 static char fail_fn[64];
 static int fail_code;
+static int fail_skip; /* calls of fail_fn that still succeed first */
 
 int fake_count(const char *what);
 void fake_fail(const char *fn, int code);
+void fake_fail_after(const char *fn, int code, int skip);
 void fake_set_capturing(void *stream);
 static void capture_note_map(void);
 
@@ -142,20 +144,29 @@ int fake_count(const char *what)
 	return -1;
 }
 
-/* The next call of fn returns code (once). */
-void fake_fail(const char *fn, int code)
+/* The call of fn after the next skip ones returns code (once). */
+void fake_fail_after(const char *fn, int code, int skip)
 {
 	pthread_mutex_lock(&lock);
 	snprintf(fail_fn, sizeof(fail_fn), "%s", fn);
 	fail_code = code;
+	fail_skip = skip;
 	pthread_mutex_unlock(&lock);
+}
+
+/* The next call of fn returns code (once). */
+void fake_fail(const char *fn, int code)
+{
+	fake_fail_after(fn, code, 0);
 }
 
 static int failing(const char *fn)
 {
 	int code = 0;
 	pthread_mutex_lock(&lock);
-	if (strcmp(fail_fn, fn) == 0) {
+	if (strcmp(fail_fn, fn) == 0 && fail_skip > 0) {
+		fail_skip--;
+	} else if (strcmp(fail_fn, fn) == 0) {
 		code = fail_code;
 		fail_fn[0] = 0;
 	}
