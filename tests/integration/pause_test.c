@@ -493,3 +493,45 @@ TEST(a_grow_is_one_chunk_and_a_resume_keeps_the_layout)
 	vram_client_close(c);
 	integ_stop();
 }
+
+/* A host pool mapped by its owner alone is saved in parts: vramd lets go
+ * of each chunk as the owner reports it saved (its log says how far), and
+ * the content comes back; a pool another process maps too, or a
+ * persistent one, is saved whole. */
+TEST(save_in_parts_lets_go_of_each_chunk_while_saving)
+{
+	integ_start_chunked("512M", "8M");
+	vram_client *c = integ_connect("engine");
+	vram_client *m = integ_connect("mapper");
+	vram_pool *w = integ_pool(c, "w", "weights", VRAM_POLICY_HOST, 0);
+	vram_pool *s = integ_pool(c, "shared", "weights", VRAM_POLICY_HOST, 0);
+	vram_pool *kept =
+		integ_pool(c, "kept", "weights", VRAM_POLICY_HOST, VRAM_POOL_PERSIST);
+	vram_pool *p[3] = { w, s, kept }, *q;
+	void *a[3];
+	for (unsigned i = 0; i < 3; i++) {
+		ASSERT_OK(vram_alloc(p[i], 64 * MiB, &a[i]));
+		integ_fill(a[i], 64 * MiB, 40 + i);
+	}
+	ASSERT_OK(vram_pool_open(m, "shared", 0, &q));
+	ASSERT_OK(vram_client_start_thread(m));
+	for (int cycle = 0; cycle < 2; cycle++) {
+		struct vram_selector all = { .size = sizeof(all), .all = 1 };
+		ASSERT_OK(vram_pause(c, &all, 0, NULL));
+		ASSERT_UEQ(integ_stats(c).used_bytes, 0);
+		ASSERT_OK(vram_resume(c, &all, 0, NULL));
+		for (unsigned i = 0; i < 3; i++)
+			ASSERT_OK(integ_check(a[i], 64 * MiB, 40 + i));
+		ASSERT_OK(integ_check((void *)vram_pool_base(q), 64 * MiB, 41));
+	}
+	const char *log = harness_daemon_log(&integ_daemon);
+	/* Eight chunks: seven reports, the last with the ack. */
+	ASSERT(strstr(log, "pool w: saved 1 of 8 chunk(s); released 1") != NULL);
+	ASSERT(strstr(log, "pool w: saved 7 of 8 chunk(s); released 1") != NULL);
+	ASSERT(strstr(log, "pool shared: saved") == NULL);
+	ASSERT(strstr(log, "pool kept: saved") == NULL);
+	ASSERT_OK(vram_pool_drop(c, "kept"));
+	vram_client_close(m);
+	vram_client_close(c);
+	integ_stop();
+}

@@ -21,213 +21,11 @@
 #include "frame_send.h"
 #include "harness.h"
 #include "test.h"
+#include "raw_peer.h"
 #include "vram.pb-c.h"
 #include "wire.h"
 
 static struct harness_daemon d;
-
-struct peer {
-	int fd;
-	struct wire_rx rx;
-	uint64_t next_id;
-};
-
-static void peer_connect(struct peer *p)
-{
-	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	p->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ASSERT(p->fd >= 0);
-	ASSERT(strlen(d.socket) < sizeof(a.sun_path));
-	memcpy(a.sun_path, d.socket, strlen(d.socket) + 1);
-	ASSERT_OK(connect(p->fd, (struct sockaddr *)&a, sizeof(a)));
-	wire_rx_init(&p->rx);
-	p->next_id = 1;
-}
-
-static void peer_close(struct peer *p)
-{
-	wire_rx_free(&p->rx);
-	close(p->fd);
-}
-
-static uint64_t peer_send(struct peer *p, Vram__Request *req)
-{
-	if (req->body_case != VRAM__REQUEST__BODY_ACK)
-		req->id = p->next_id++;
-	size_t len = vram__request__get_packed_size(req);
-	uint8_t *buf = malloc(len + 1);
-	vram__request__pack(req, buf);
-	ASSERT_OK(frame_send(p->fd, buf, len, NULL, 0));
-	free(buf);
-	return req->id;
-}
-
-/* Is a message already waiting (read or readable)? Does not wait. */
-static int peer_has_message(struct peer *p)
-{
-	struct pollfd pf = { .fd = p->fd, .events = POLLIN };
-	return p->rx.len > 0 || poll(&pf, 1, 0) == 1;
-}
-
-/* The next message. Fds that come with it are closed (this peer maps
- * nothing) but the first, which goes to *fd0 when fd0 is not NULL (-1 if
- * none came). wait_ms bounds a wait that only a stuck daemon makes long. */
-static Vram__ServerMsg *peer_recv_fd(struct peer *p, int wait_ms,
-				     const char *what, int *fd0)
-{
-	struct wire_frame f;
-	for (;;) {
-		memset(&f, 0, sizeof(f));
-		int r = wire_rx_next(&p->rx, &f);
-		ASSERT(r >= 0);
-		if (r == 1) {
-			Vram__ServerMsg *m = vram__server_msg__unpack(
-				NULL, f.len, f.payload);
-			if (fd0) {
-				*fd0 = f.nfds ? f.fds[0] : -1;
-				if (f.nfds)
-					f.fds[0] = -1;
-			}
-			wire_frame_clear(&f);
-			ASSERT(m);
-			return m;
-		}
-		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
-		if (poll(&pf, 1, wait_ms) != 1)
-			TEST_FAIL(
-				"no %s from vramd in %d ms: its loop is stuck\n%s",
-				what, wait_ms, harness_daemon_log(&d));
-		r = wire_rx_read(&p->rx, p->fd);
-		ASSERT(r > 0 || r == -EAGAIN);
-	}
-}
-
-static Vram__ServerMsg *peer_recv(struct peer *p, int wait_ms, const char *what)
-{
-	return peer_recv_fd(p, wait_ms, what, NULL);
-}
-
-/* Waits for the response to id and returns its err. */
-static int peer_response(struct peer *p, uint64_t id, const char *what)
-{
-	Vram__ServerMsg *m = peer_recv(p, 10000, what);
-	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_RESPONSE);
-	ASSERT_UEQ(m->response->id, id);
-	int err = m->response->err;
-	vram__server_msg__free_unpacked(m, NULL);
-	return err;
-}
-
-/* Sends req and returns its response (free it), the first fd that came
- * with it in *fd0 as peer_recv_fd does. */
-static Vram__ServerMsg *peer_call(struct peer *p, Vram__Request *req,
-				  const char *what, int *fd0)
-{
-	uint64_t id = peer_send(p, req);
-	Vram__ServerMsg *m = peer_recv_fd(p, 10000, what, fd0);
-	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_RESPONSE);
-	ASSERT_UEQ(m->response->id, id);
-	return m;
-}
-
-static void peer_hello(struct peer *p, const char *name)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__Hello h = VRAM__HELLO__INIT;
-	h.version = WIRE_PROTOCOL_VERSION;
-	h.name = (char *)name;
-	req.body_case = VRAM__REQUEST__BODY_HELLO;
-	req.hello = &h;
-	ASSERT_EQ(peer_response(p, peer_send(p, &req), "hello reply"), 0);
-}
-
-static uint64_t peer_ping(struct peer *p)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__Ping ping = VRAM__PING__INIT;
-	req.body_case = VRAM__REQUEST__BODY_PING;
-	req.ping = &ping;
-	return peer_send(p, &req);
-}
-
-static uint64_t peer_create(struct peer *p, const char *name)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__PoolCreate c = VRAM__POOL_CREATE__INIT;
-	c.name = (char *)name;
-	c.reserve_bytes = 8u << 20;
-	req.body_case = VRAM__REQUEST__BODY_POOL_CREATE;
-	req.pool_create = &c;
-	Vram__ServerMsg *m = peer_call(p, &req, "create reply", NULL);
-	ASSERT_EQ(m->response->err, 0);
-	uint64_t pool_id = m->response->pool->info->id;
-	vram__server_msg__free_unpacked(m, NULL);
-	return pool_id;
-}
-
-static Vram__ServerMsg *peer_grow_call(struct peer *p, uint64_t pool_id,
-				       uint64_t bytes, int *fd0)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__PoolGrow g = VRAM__POOL_GROW__INIT;
-	g.pool_id = pool_id;
-	g.bytes = bytes;
-	req.body_case = VRAM__REQUEST__BODY_POOL_GROW;
-	req.pool_grow = &g;
-	return peer_call(p, &req, "grow reply", fd0);
-}
-
-static void peer_grow(struct peer *p, uint64_t pool_id, uint64_t bytes)
-{
-	Vram__ServerMsg *m = peer_grow_call(p, pool_id, bytes, NULL);
-	ASSERT_EQ(m->response->err, 0);
-	vram__server_msg__free_unpacked(m, NULL);
-}
-
-/* Opens the pool named name as a mapper. */
-static Vram__ServerMsg *peer_open_call(struct peer *p, const char *name,
-				       int *fd0)
-{
-	Vram__Request req = VRAM__REQUEST__INIT;
-	Vram__PoolOpen o = VRAM__POOL_OPEN__INIT;
-	o.name = (char *)name;
-	req.body_case = VRAM__REQUEST__BODY_POOL_OPEN;
-	req.pool_open = &o;
-	return peer_call(p, &req, "open reply", fd0);
-}
-
-/* Sends a pause or resume of the pool named name from p; returns its id. */
-static uint64_t peer_transition(struct peer *p, const char *name, bool resume)
-{
-	Vram__Transition t = VRAM__TRANSITION__INIT;
-	Vram__Selector sel = VRAM__SELECTOR__INIT;
-	Vram__Request req = VRAM__REQUEST__INIT;
-	sel.name = (char *)name;
-	t.selector = &sel;
-	if (resume) {
-		req.body_case = VRAM__REQUEST__BODY_RESUME;
-		req.resume = &t;
-	} else {
-		req.body_case = VRAM__REQUEST__BODY_PAUSE;
-		req.pause = &t;
-	}
-	return peer_send(p, &req);
-}
-
-/* Takes the next event, of kind, and acks it. */
-static void peer_ack_event(struct peer *p, Vram__EventKind kind)
-{
-	Vram__ServerMsg *m = peer_recv(p, 10000, "event");
-	ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_EVENT);
-	ASSERT_EQ(m->event->kind, kind);
-	Vram__EventAck ack = VRAM__EVENT_ACK__INIT;
-	ack.event_id = m->event->event_id;
-	vram__server_msg__free_unpacked(m, NULL);
-	Vram__Request req = VRAM__REQUEST__INIT;
-	req.body_case = VRAM__REQUEST__BODY_ACK;
-	req.ack = &ack;
-	peer_send(p, &req);
-}
 
 TEST(ping_answered_while_a_release_is_held)
 {
@@ -262,14 +60,14 @@ TEST(ping_answered_while_a_release_is_held)
 
 	/* The owner makes a pool of one chunk and keeps no fd of it. */
 	struct peer owner, pauser, other;
-	peer_connect(&owner);
+	peer_connect(&owner, &d);
 	peer_hello(&owner, "owner");
 	uint64_t pool_id = peer_create(&owner, "held");
 	peer_grow(&owner, pool_id, 2u << 20);
 
 	/* Another client pauses it: the daemon's close of the chunk, the
 	 * last reference, is the free that the fake now holds. */
-	peer_connect(&pauser);
+	peer_connect(&pauser, &d);
 	peer_hello(&pauser, "pauser");
 	uint64_t pause_id = peer_transition(&pauser, "held", false);
 
@@ -280,7 +78,7 @@ TEST(ping_answered_while_a_release_is_held)
 	ASSERT_EQ(peer_response(&owner, peer_ping(&owner), "ping reply"), 0);
 
 	/* A client that comes now is served too. */
-	peer_connect(&other);
+	peer_connect(&other, &d);
 	peer_hello(&other, "other");
 	ASSERT_EQ(peer_response(&other, peer_ping(&other), "ping reply"), 0);
 
@@ -308,10 +106,10 @@ TEST(session_that_breaks_is_closed_from_the_loop)
 	if (r < 0)
 		TEST_FAIL("cannot start vramd: %s", strerror(-r));
 	struct peer owner, deaf;
-	peer_connect(&owner);
+	peer_connect(&owner, &d);
 	peer_hello(&owner, "owner");
 	uint64_t pool_id = peer_create(&owner, "shared");
-	peer_connect(&deaf);
+	peer_connect(&deaf, &d);
 	peer_hello(&deaf, "deaf");
 	Vram__ServerMsg *m = peer_open_call(&deaf, "shared", NULL);
 	ASSERT_EQ(m->response->err, 0);
@@ -363,11 +161,11 @@ TEST(the_clearing_pump_runs_from_a_resume_until_nothing_is_paused)
 		TEST_FAIL("cannot start vramd on the fake driver: %s",
 			  strerror(-r));
 	struct peer owner, engine;
-	peer_connect(&owner);
+	peer_connect(&owner, &d);
 	peer_hello(&owner, "owner");
 	peer_grow(&owner, peer_create(&owner, "weights"), 2u << 20);
 	peer_grow(&owner, peer_create(&owner, "kv"), 2u << 20);
-	peer_connect(&engine);
+	peer_connect(&engine, &d);
 	peer_hello(&engine, "engine");
 
 	/* Both paused: no pump. */
@@ -472,7 +270,7 @@ TEST(idle_pools_let_their_chunk_fds_go_and_send_them_again)
 
 	fake_daemon_start(so, sizeof(so), "chunk_fd_idle_ms=30");
 	struct peer owner, other;
-	peer_connect(&owner);
+	peer_connect(&owner, &d);
 	peer_hello(&owner, "owner");
 	uint64_t pool_id = peer_create(&owner, "kv");
 
@@ -494,7 +292,7 @@ TEST(idle_pools_let_their_chunk_fds_go_and_send_them_again)
 		      "let the fds of 1 chunk(s) of 1 active pool(s) go"));
 
 	/* Another client opens the pool: the chunk comes exported again. */
-	peer_connect(&other);
+	peer_connect(&other, &d);
 	peer_hello(&other, "other");
 	fd = -1;
 	m = peer_open_call(&other, "kv", &fd);
@@ -530,7 +328,7 @@ TEST(chunk_fds_stay_with_chunk_fd_idle_ms_0)
 
 	fake_daemon_start(so, sizeof(so), "chunk_fd_idle_ms=0");
 	struct peer owner;
-	peer_connect(&owner);
+	peer_connect(&owner, &d);
 	peer_hello(&owner, "owner");
 	peer_grow(&owner, peer_create(&owner, "kv"), 2u << 20);
 	harness_msleep(300);
