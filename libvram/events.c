@@ -47,6 +47,7 @@ static int events_save_parts(struct vram_pool *p, const Vram__Event *ev,
 	size_t older = SIZE_MAX;
 	int r = 0;
 
+	mapping_ahead_start(m);
 	for (size_t k = 0; k <= m->n_chunks && r == 0; k++) {
 		if (k < m->n_chunks) {
 			if (!m->chunks[k].mapped)
@@ -67,6 +68,7 @@ static int events_save_parts(struct vram_pool *p, const Vram__Event *ev,
 				      (uint32_t)older + 1);
 		older = k;
 	}
+	mapping_ahead_finish(m);
 	if (r < 0)
 		for (unsigned l = 0; l < VMM_LANES; l++)
 			mapping_copy_wait(m, l);

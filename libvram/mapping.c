@@ -337,11 +337,13 @@ static void mapping_register(struct mapping *m, struct mapping_copying *cp,
 	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
 	if (end > upto)
 		end = upto;
-	struct populate_ahead *pa = NULL;
+	/* Copies in parts fault in ahead over the whole layout
+	 * (mapping_ahead_start), past the part this call registers. */
+	struct populate_ahead *pa = m->ahead;
 
 	if (!m->backup || m->readonly || !m->backup_pin || end <= m->registered)
 		goto copy;
-	if (m->vmm->ops->host_pins)
+	if (!m->ahead && m->vmm->ops->host_pins)
 		populate_ahead_start(&pa, m->backup, m->registered, end,
 				     MAPPING_PIN_SLICE, mapping_populate_before,
 				     m);
@@ -366,9 +368,27 @@ static void mapping_register(struct mapping *m, struct mapping_copying *cp,
 		}
 	}
 done:
-	populate_ahead_finish(pa);
+	if (pa != m->ahead)
+		populate_ahead_finish(pa);
 copy:
 	mapping_copy_upto(m, cp, UINT64_MAX);
+}
+
+void mapping_ahead_start(struct mapping *m)
+{
+	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
+
+	if (m->ahead || !m->backup || m->readonly || !m->backup_pin ||
+	    end <= m->registered || !m->vmm->ops->host_pins)
+		return;
+	populate_ahead_start(&m->ahead, m->backup, m->registered, end,
+			     MAPPING_PIN_SLICE, mapping_populate_before, m);
+}
+
+void mapping_ahead_finish(struct mapping *m)
+{
+	populate_ahead_finish(m->ahead);
+	m->ahead = NULL;
 }
 
 static int chunks_reserve(struct mapping *m, size_t n)

@@ -70,6 +70,9 @@ struct mapping {
 	/* Copy lanes with a restore's copies issued and not yet waited for
 	 * (mapping_copy_issue), one bit each. */
 	unsigned lanes_busy;
+	/* Threads faulting the backup in ahead of copies in parts
+	 * (mapping_ahead_start), or NULL. */
+	struct populate_ahead *ahead;
 };
 
 /* Turns a message's chunk list into descs with fds from the frame f (the
@@ -130,6 +133,14 @@ int mapping_restore(struct mapping *m);
 int mapping_copy_issue(struct mapping *m, int to_host, size_t from, size_t to,
 		       unsigned lane);
 int mapping_copy_wait(struct mapping *m, unsigned lane);
+
+/* Copies in parts register the backup part by part, so each starts its
+ * faulting in (vmm/populate.h) only at its own part: between start and
+ * finish, threads fault the whole layout's pages in ahead instead, while
+ * the parts are pinned and copied behind them. Start does nothing where
+ * nothing is to be pinned; finish joins the threads. */
+void mapping_ahead_start(struct mapping *m);
+void mapping_ahead_finish(struct mapping *m);
 
 /* Unmaps chunk k (a save in parts, once its copy is waited for). */
 int mapping_unmap_chunk(struct mapping *m, size_t k);
