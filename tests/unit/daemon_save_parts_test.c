@@ -136,17 +136,25 @@ static bool sp_resume_restores(void)
 	return backup;
 }
 
+/* Starts vramd, the owner with "w" and a controller that pauses it: the
+ * owner's SAVE event id; the pause's request id in *pause_id. */
+static uint64_t sp_saving(struct peer *owner, struct peer *ctl, int *backup,
+			  uint64_t *pause_id)
+{
+	sp_start();
+	sp_owner(owner, backup);
+	peer_connect(ctl, &d);
+	peer_hello(ctl, "ctl");
+	*pause_id = peer_transition(ctl, "w", false);
+	return sp_save_event(owner, 0);
+}
+
 TEST(chunks_leave_the_store_as_they_are_reported_saved)
 {
 	struct peer owner, ctl;
 	int backup = -1;
-
-	sp_start();
-	sp_owner(&owner, &backup);
-	peer_connect(&ctl, &d);
-	peer_hello(&ctl, "ctl");
-	uint64_t pid = peer_transition(&ctl, "w", false);
-	uint64_t ev = sp_save_event(&owner, 0);
+	uint64_t pid;
+	uint64_t ev = sp_saving(&owner, &ctl, &backup, &pid);
 	sp_backup_words(backup, true);
 	peer_progress(&owner, ev, 1);
 	sp_store_wait(N_CHUNKS - 1, "one saved");
@@ -171,13 +179,8 @@ TEST(a_failed_save_in_parts_stays_pausing_and_saves_the_rest_again)
 {
 	struct peer owner, ctl;
 	int backup = -1;
-
-	sp_start();
-	sp_owner(&owner, &backup);
-	peer_connect(&ctl, &d);
-	peer_hello(&ctl, "ctl");
-	uint64_t pid = peer_transition(&ctl, "w", false);
-	uint64_t ev = sp_save_event(&owner, 0);
+	uint64_t pid;
+	uint64_t ev = sp_saving(&owner, &ctl, &backup, &pid);
 	peer_progress(&owner, ev, 1);
 	sp_store_wait(N_CHUNKS - 1, "one saved");
 	peer_ack(&owner, ev, EIO);
@@ -217,13 +220,8 @@ TEST(a_restart_during_a_save_in_parts_trusts_the_backup)
 {
 	struct peer owner, ctl;
 	int backup = -1;
-
-	sp_start();
-	sp_owner(&owner, &backup);
-	peer_connect(&ctl, &d);
-	peer_hello(&ctl, "ctl");
-	peer_transition(&ctl, "w", false);
-	uint64_t ev = sp_save_event(&owner, 0);
+	uint64_t pid;
+	uint64_t ev = sp_saving(&owner, &ctl, &backup, &pid);
 	peer_progress(&owner, ev, 2);
 	sp_store_wait(N_CHUNKS - 2, "two saved");
 	/* The saver finishes its copies whatever the daemon does. */
@@ -244,13 +242,8 @@ TEST(a_restart_after_a_failed_save_in_parts_does_not_trust_it)
 {
 	struct peer owner, ctl;
 	int backup = -1;
-
-	sp_start();
-	sp_owner(&owner, &backup);
-	peer_connect(&ctl, &d);
-	peer_hello(&ctl, "ctl");
-	uint64_t pid = peer_transition(&ctl, "w", false);
-	uint64_t ev = sp_save_event(&owner, 0);
+	uint64_t pid;
+	uint64_t ev = sp_saving(&owner, &ctl, &backup, &pid);
 	peer_progress(&owner, ev, 1);
 	sp_store_wait(N_CHUNKS - 1, "one saved");
 	peer_ack(&owner, ev, EIO);
