@@ -149,6 +149,18 @@ static uint64_t sp_saving(struct peer *owner, struct peer *ctl, int *backup,
 	return sp_save_event(owner, 0);
 }
 
+/* sp_saving, then the owner reports one chunk saved and fails. */
+static void sp_fails_after_one(struct peer *owner, struct peer *ctl,
+			       int *backup)
+{
+	uint64_t pid;
+	uint64_t ev = sp_saving(owner, ctl, backup, &pid);
+	peer_progress(owner, ev, 1);
+	sp_store_wait(N_CHUNKS - 1, "one saved");
+	peer_ack(owner, ev, EIO);
+	ASSERT_EQ(peer_response(ctl, pid, "pause reply"), EIO);
+}
+
 TEST(chunks_leave_the_store_as_they_are_reported_saved)
 {
 	struct peer owner, ctl;
@@ -179,19 +191,14 @@ TEST(a_failed_save_in_parts_stays_pausing_and_saves_the_rest_again)
 {
 	struct peer owner, ctl;
 	int backup = -1;
-	uint64_t pid;
-	uint64_t ev = sp_saving(&owner, &ctl, &backup, &pid);
-	peer_progress(&owner, ev, 1);
-	sp_store_wait(N_CHUNKS - 1, "one saved");
-	peer_ack(&owner, ev, EIO);
-	ASSERT_EQ(peer_response(&ctl, pid, "pause reply"), EIO);
+	sp_fails_after_one(&owner, &ctl, &backup);
 	ASSERT(strstr(harness_daemon_log(&d), "pause again to save it"));
 	/* A resume is refused; a pause again asks for the rest alone. */
 	ASSERT_EQ(peer_response(&ctl, peer_transition(&ctl, "w", true),
 				"resume reply"),
 		  EBUSY);
-	pid = peer_transition(&ctl, "w", false);
-	ev = sp_save_event(&owner, 1);
+	uint64_t pid = peer_transition(&ctl, "w", false);
+	uint64_t ev = sp_save_event(&owner, 1);
 	sp_backup_words(backup, true);
 	peer_progress(&owner, ev, 3);
 	sp_store_wait(1, "three saved");
@@ -242,12 +249,7 @@ TEST(a_restart_after_a_failed_save_in_parts_does_not_trust_it)
 {
 	struct peer owner, ctl;
 	int backup = -1;
-	uint64_t pid;
-	uint64_t ev = sp_saving(&owner, &ctl, &backup, &pid);
-	peer_progress(&owner, ev, 1);
-	sp_store_wait(N_CHUNKS - 1, "one saved");
-	peer_ack(&owner, ev, EIO);
-	ASSERT_EQ(peer_response(&ctl, pid, "pause reply"), EIO);
+	sp_fails_after_one(&owner, &ctl, &backup);
 	sp_kill_and_restart();
 	peer_close(&owner);
 	peer_close(&ctl);
