@@ -288,7 +288,10 @@ figures)
 	figure "$d/ping-thread.txt" env BENCH_ONLY=ping BENCH_THREAD=1 \
 		"$build/bench/rpc" || rc=1
 	figure "$d/sock.txt" "$build/bench/sock_probe" 64 4 5000 || rc=1
+	# The shapes the restore and the pause are set against (every case
+	# runs past the device's 10 minutes with the rest).
 	figure "$d/copy_probe.txt" python3 "$root/bench/copy_probe.py" \
+		--cases whole,chunks-overlap,lanes,save-whole,pause-end,pause-lag \
 		--out "$d/copy_probe.json" || rc=1
 	# The same with no gap after each release: the comparison resumes
 	# right after its pause, while the driver clears what it gave back.
