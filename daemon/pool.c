@@ -237,6 +237,9 @@ void pool_set_owner(struct pool *p, struct session *s,
 		    const struct identity *who)
 {
 	p->owner = s;
+	/* An owner back after a restart has finished any save it began. */
+	if (s)
+		p->save_cut = false;
 	if (who)
 		p->owner_id = *who;
 	else
@@ -591,6 +594,12 @@ enum pool_step pool_resume(struct pool *p, struct backend *b,
 	case POOL_PAUSED:
 		break;
 	}
+	if (p->save_cut)
+		return pool_fail(next, EBUSY,
+				 "a restart of vramd cut its save in parts "
+				 "short and its owner, which may still be "
+				 "saving, has not come back; it stays paused "
+				 "until it does or the grace period is over");
 	if (p->backup_valid && p->bytes) {
 		bm = pool_saver(p, false);
 		if (!bm)

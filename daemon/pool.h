@@ -140,6 +140,10 @@ struct pool {
 	 * (the rest is still held: pausing again saves it). */
 	bool save_parts, save_failed;
 	unsigned saved;
+	/* Rebuilt after a restart from a save in parts under way: its saver
+	 * may still be copying into the backup, so nobody restores it until
+	 * its owner is back (pool_set_owner) or the grace period is over. */
+	bool save_cut;
 	uint64_t bytes;    /* sum of chunk sizes, kept while paused */
 
 	/* The backup (backup.h): the one place its fd is kept. A memfd or a

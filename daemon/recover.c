@@ -254,6 +254,7 @@ static int recover_pool(struct recover *rc, struct node *n,
 			 "chunks saved); it is taken as done",
 			 p->name, tp->saved, p->n_chunks);
 		state = POOL_PAUSING_UNMAP;
+		p->save_cut = true;
 	}
 	switch (state) {
 	case POOL_ACTIVE:
@@ -345,6 +346,9 @@ static void recover_on_grace(uv_timer_t *h)
 		node_pool_drop(n, p, NULL);
 	}
 	rc->n_awaited = 0;
+	/* Whoever was saving has had the grace period to finish. */
+	for (unsigned i = 0; i < n->n_pools; i++)
+		n->pools[i]->save_cut = false;
 	for (unsigned d = 0; d < b->n_devices; d++) {
 		b->devices[d].used_bytes -= rc->held[d];
 		b->used_bytes -= rc->held[d];

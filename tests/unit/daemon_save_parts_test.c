@@ -6,10 +6,11 @@
  * saver that fails after some chunks leaves the pool pausing and a pause
  * again saves the rest; a daemon killed during a save in parts comes back
  * with the pool paused and its backup trusted, as libvram always finishes
- * the copies it began (daemon/recover.c), while one killed after such a
- * save failed does not trust it. */
+ * the copies it began (daemon/recover.c), restored only once its owner is
+ * back, while one killed after such a save failed does not trust it. */
 #include <signal.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "raw_peer.h"
@@ -239,6 +240,26 @@ TEST(a_restart_during_a_save_in_parts_trusts_the_backup)
 	ASSERT(strstr(harness_daemon_log(&d),
 		      "a save in parts was under way (2 of 4 chunks saved)"));
 	sp_store_wait(0, "recovered");
+	/* Another process (not the owner) may not restore it before the
+	 * owner is back: its saver could still be copying. */
+	pid_t child = fork();
+	if (child == 0) {
+		struct peer q;
+		peer_connect(&q, &d);
+		peer_hello(&q, "other");
+		Vram__ServerMsg *m = peer_open_call(&q, "w", NULL);
+		ASSERT_EQ(m->response->err, 0);
+		vram__server_msg__free_unpacked(m, NULL);
+		uint64_t rid = peer_transition(&q, "w", true);
+		m = peer_recv(&q, 10000, "resume reply");
+		ASSERT_EQ(m->body_case, VRAM__SERVER_MSG__BODY_RESPONSE);
+		ASSERT_UEQ(m->response->id, rid);
+		ASSERT_EQ(m->response->err, EBUSY);
+		ASSERT(m->response->message &&
+		       strstr(m->response->message, "cut its save in parts"));
+		_exit(0);
+	}
+	ASSERT_EQ(harness_wait(child, 10000), 0);
 	ASSERT(sp_resume_restores());
 	sp_backup_words(backup, false);
 	close(backup);
