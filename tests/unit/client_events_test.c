@@ -1104,9 +1104,17 @@ TEST(restore_in_parts_leaves_a_copy_queued_and_waits_before_unmapping)
 static const uint64_t sp_size[3] = { 64 * MiB, 64 * MiB, 128 * MiB };
 static const uint64_t sp_off[3] = { 0, 64 * MiB, 128 * MiB };
 
-static vram_pool *three_chunks_marked(vram_client *c, uintptr_t *base)
+static vram_pool *three_chunks_marked(vram_client *c, uintptr_t *base,
+				      unsigned flags)
 {
-	vram_pool *p = pool_create(c, "w", VRAM_POLICY_HOST, 256 * MiB);
+	struct vram_pool_options o = { .size = sizeof(o),
+				       .name = "w",
+				       .tag = "t",
+				       .policy = VRAM_POLICY_HOST,
+				       .reserve_bytes = 256 * MiB,
+				       .flags = flags };
+	vram_pool *p = NULL;
+	ASSERT_OK(vram_pool_create(c, &o, &p));
 	for (unsigned k = 0; k < 3; k++) {
 		void *a;
 		ASSERT_OK(vram_alloc(p, 64 * MiB, &a));
@@ -1143,7 +1151,7 @@ TEST(save_in_parts_unmaps_each_chunk_once_saved)
 	uintptr_t base;
 
 	vram_client *c = fake_cuda_connect(&f);
-	vram_pool *p = three_chunks_marked(c, &base);
+	vram_pool *p = three_chunks_marked(c, &base, 0);
 	ASSERT_OK(vram_pool_pause(p, NULL));
 	ASSERT_EQ(f.n_progress, 2u);
 	ASSERT_EQ(f.last_progress_restored, 2u);
@@ -1195,11 +1203,32 @@ TEST(save_in_parts_unmaps_each_chunk_once_saved)
 	vram_client_close(c);
 	fake_stop(&f);
 
+	/* A backup given back after each resume: the save in parts faults
+	 * it in again ahead of its parts (mapping_ahead_start), bit for bit. */
+	c = fake_cuda_connect(&f);
+	p = three_chunks_marked(c, &base, VRAM_POOL_RELEASE_BACKUP);
+	for (uint32_t cycle = 0; cycle < 3; cycle++) {
+		/* New words each cycle: each save saves what is there now. */
+		for (unsigned k = 0; k < 3; k++)
+			*(uint32_t *)(base + sp_off[k] + 4) = cycle << 8 | k;
+		unsigned before = f.n_progress;
+		ASSERT_OK(vram_pool_pause(p, NULL));
+		ASSERT_EQ(f.n_progress, before + 2);
+		ASSERT_EQ(fake_count("busy_unmaps"), 0);
+		ASSERT_OK(vram_pool_resume(p, NULL));
+		three_chunks_check(base);
+		for (unsigned k = 0; k < 3; k++)
+			ASSERT_UEQ(*(uint32_t *)(base + sp_off[k] + 4),
+				   cycle << 8 | k);
+	}
+	vram_client_close(c);
+	fake_stop(&f);
+
 	/* Without parts: one whole save, no reports. */
 	setenv("VRAM_SAVE_IN_PARTS", "0", 1);
 	c = fake_cuda_connect(&f);
 	unsetenv("VRAM_SAVE_IN_PARTS");
-	p = three_chunks_marked(c, &base);
+	p = three_chunks_marked(c, &base, 0);
 	ASSERT_OK(vram_pool_pause(p, NULL));
 	ASSERT_EQ(f.n_progress, 0u);
 	ASSERT_OK(vram_pool_resume(p, NULL));
