@@ -206,24 +206,23 @@ void transition_progress(struct node *node, struct session *s,
 	if (!p)
 		return;
 	uint64_t t0 = uv_hrtime();
+	enum pool_step step = POOL_STEP_WAIT;
+	unsigned released = 0;
 	if (p->state == POOL_PAUSING_SAVE) {
 		/* A save in parts: what it let go of leaves the fd store at
 		 * once too, or the store would hold it until the pause ends. */
-		unsigned n = pool_save_progress(p, node->backend, s, restored);
-		if (n && node->store_flush)
+		released = pool_save_progress(p, node->backend, s, restored);
+		if (released && node->store_flush)
 			node->store_flush(node);
-		if (p->op)
-			p->op->t->release_ns += uv_hrtime() - t0;
-		if (n)
-			log_debug("pool %s: saved %u of %u chunk(s); released "
-				  "%u",
-				  p->name, restored, p->n_chunks, n);
-		return;
+	} else {
+		step = pool_resume_progress(p, node->backend, s, restored,
+					    &next);
 	}
-	enum pool_step step = pool_resume_progress(p, node->backend, s,
-						   restored, &next);
 	if (p->op)
 		p->op->t->release_ns += uv_hrtime() - t0;
+	if (released)
+		log_debug("pool %s: saved %u of %u chunk(s); released %u",
+			  p->name, restored, p->n_chunks, released);
 	if (step == POOL_STEP_SEND)
 		log_debug("pool %s: restored %u of %u chunk(s); made up to %u%s",
 			  p->name, restored, p->n_chunks, p->made,

@@ -70,8 +70,7 @@ static int events_save_parts(struct vram_pool *p, const Vram__Event *ev,
 	}
 	mapping_ahead_finish(m);
 	if (r < 0)
-		for (unsigned l = 0; l < VMM_LANES; l++)
-			mapping_copy_wait(m, l);
+		mapping_copies_drain(m);
 	return r;
 }
 

@@ -11,6 +11,13 @@
 
 /* Sends hello and keeps what the daemon says of itself and its devices
  * (client.h). */
+/* A setting that is on unless $name is "0". */
+static bool hello_env_on(const char *name)
+{
+	const char *v = getenv(name);
+	return !(v && strcmp(v, "0") == 0);
+}
+
 int client_hello(struct vram_client *c)
 {
 	Vram__Request req = VRAM__REQUEST__INIT;
@@ -32,13 +39,11 @@ int client_hello(struct vram_client *c)
 	/* Restores take their chunks as the daemon makes them, one ahead of
 	 * the copy (events.c); VRAM_RESUME_IN_PARTS=0 takes them all at
 	 * once, as before. */
-	const char *parts = getenv("VRAM_RESUME_IN_PARTS");
-	hello.resume_in_parts = !(parts && strcmp(parts, "0") == 0);
+	hello.resume_in_parts = hello_env_on("VRAM_RESUME_IN_PARTS");
 	/* Saves unmap each chunk once saved, so the daemon lets go of it
 	 * while the rest is saved (events.c); VRAM_SAVE_IN_PARTS=0 keeps
 	 * every chunk until the whole pool is saved, as before. */
-	const char *save_parts = getenv("VRAM_SAVE_IN_PARTS");
-	hello.save_in_parts = !(save_parts && strcmp(save_parts, "0") == 0);
+	hello.save_in_parts = hello_env_on("VRAM_SAVE_IN_PARTS");
 	req.body_case = VRAM__REQUEST__BODY_HELLO;
 	req.hello = &hello;
 	r = call_run(c, &req, &call, CONNECT_TIMEOUT_MS);

@@ -324,6 +324,19 @@ static void mapping_populate_before(void *arg, uint64_t end)
 	mapping_backup_wait_upto(arg, end);
 }
 
+/* The end of what the backup holds of the layout. */
+static uint64_t mapping_layout_end(const struct mapping *m)
+{
+	return m->size < m->backup_len ? m->size : m->backup_len;
+}
+
+/* Is [registered, end) of the backup still to be pinned? */
+static bool mapping_pins_due(const struct mapping *m, uint64_t end)
+{
+	return m->backup && !m->readonly && m->backup_pin &&
+	       end > m->registered;
+}
+
 /* Registers the part of the backup that covers the layout up to upto and
  * is not yet registered, in slices, with threads faulting the pages in ahead where
  * the backend pins (a backup given back has none, and the pin faults
@@ -334,14 +347,14 @@ static void mapping_populate_before(void *arg, uint64_t end)
 static void mapping_register(struct mapping *m, struct mapping_copying *cp,
 			     uint64_t upto)
 {
-	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
+	uint64_t end = mapping_layout_end(m);
 	if (end > upto)
 		end = upto;
 	/* Copies in parts fault in ahead over the whole layout
 	 * (mapping_ahead_start), past the part this call registers. */
 	struct populate_ahead *pa = m->ahead;
 
-	if (!m->backup || m->readonly || !m->backup_pin || end <= m->registered)
+	if (!mapping_pins_due(m, end))
 		goto copy;
 	if (!m->ahead && m->vmm->ops->host_pins)
 		populate_ahead_start(&pa, m->backup, m->registered, end,
@@ -376,10 +389,9 @@ copy:
 
 void mapping_ahead_start(struct mapping *m)
 {
-	uint64_t end = m->size < m->backup_len ? m->size : m->backup_len;
+	uint64_t end = mapping_layout_end(m);
 
-	if (m->ahead || !m->backup || m->readonly || !m->backup_pin ||
-	    end <= m->registered || !m->vmm->ops->host_pins)
+	if (m->ahead || !mapping_pins_due(m, end) || !m->vmm->ops->host_pins)
 		return;
 	populate_ahead_start(&m->ahead, m->backup, m->registered, end,
 			     MAPPING_PIN_SLICE, mapping_populate_before, m);
@@ -530,15 +542,13 @@ int mapping_remap(struct mapping *m, const struct mapping_desc *d, size_t n)
 	return 0;
 }
 
-/* Waits for every lane with copies issued (a restore in parts stopped
- * halfway): what comes next unmaps chunks or the backup they copy. */
-static void mapping_copies_drain(struct mapping *m)
+void mapping_copies_drain(struct mapping *m)
 {
 	for (unsigned l = 0; l < VMM_LANES; l++) {
 		int r = mapping_copy_wait(m, l);
 		if (r < 0)
 			log_write(VRAM_LOG_WARN,
-				  "waiting for a restore's copies failed: %s",
+				  "waiting for a backup's copies failed: %s",
 				  strerror(-r));
 	}
 }
@@ -692,8 +702,7 @@ static int mapping_copy(struct mapping *m, int to_host, size_t from, size_t to,
 	/* A disk backup is on disk when the save is acked: the daemon then
 	 * drops its clean pages from the page cache. */
 	if (r == 0 && to_host && m->backup_sync && m->size &&
-	    msync(m->backup, m->size < m->backup_len ? m->size : m->backup_len,
-		  MS_SYNC) < 0)
+	    msync(m->backup, mapping_layout_end(m), MS_SYNC) < 0)
 		r = -errno;
 	return r;
 }

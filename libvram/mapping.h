@@ -142,6 +142,11 @@ int mapping_copy_wait(struct mapping *m, unsigned lane);
 void mapping_ahead_start(struct mapping *m);
 void mapping_ahead_finish(struct mapping *m);
 
+/* Waits for every lane with copies issued (a restore or save in parts
+ * stopped halfway), logging a failure: what comes next unmaps chunks or
+ * the backup they copy, or leaves them for a retry. */
+void mapping_copies_drain(struct mapping *m);
+
 /* Unmaps chunk k (a save in parts, once its copy is waited for). */
 int mapping_unmap_chunk(struct mapping *m, size_t k);
 

@@ -1221,6 +1221,24 @@ int harness_store_list(struct harness_daemon *d, char *out, size_t cap)
 	return store_ask(d, "L", 1, -1, out, cap);
 }
 
+int harness_store_count(struct harness_daemon *d, const char *prefix)
+{
+	static char names[1 << 16];
+	int n = harness_store_list(d, names, sizeof(names));
+	if (n < 0)
+		return n;
+	int k = 0;
+	for (char *l = names; *l;) {
+		char *e = strchr(l, '\n');
+		if (strncmp(l, prefix, strlen(prefix)) == 0)
+			k++;
+		if (!e)
+			break;
+		l = e + 1;
+	}
+	return k;
+}
+
 int harness_store_put(struct harness_daemon *d, const char *name, int fd)
 {
 	char req[80];

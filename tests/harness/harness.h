@@ -90,6 +90,8 @@ int harness_daemon_restart(struct harness_daemon *d,
 /* The names of the fds in the store, one per line, into out; returns their
  * count or -errno. */
 int harness_store_list(struct harness_daemon *d, char *out, size_t cap);
+/* How many fds in the store have a name starting with prefix, or -errno. */
+int harness_store_count(struct harness_daemon *d, const char *prefix);
 
 /* Puts fd into the store under name, as if the daemon had stored it (a
  * table written by an older vramd). 0 or -errno. */

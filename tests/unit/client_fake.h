@@ -324,6 +324,8 @@ static FAKE_UNUSED void fake_round(struct fake *f, int kind)
 
 	f->tr_event = ++f->next_event_id;
 	f->tr_pending = 0;
+	f->tr_release = false;
+	f->tr_saved = 0;
 	for (int ci = 0; ci < FAKE_MAX_CONNS; ci++) {
 		if (!(p->mappers & (1u << ci)))
 			continue;
@@ -335,8 +337,7 @@ static FAKE_UNUSED void fake_round(struct fake *f, int kind)
 		f->send_release = kind == VRAM__EVENT_KIND__EVENT_SAVE &&
 				  p->mappers == 1u << ci &&
 				  (f->save_parts_conns & (1u << ci)) &&
-				  !(p->flags & 0x1u);
-		f->tr_saved = 0;
+				  !(p->flags & VRAM_POOL_PERSIST);
 		if (kind == VRAM__EVENT_KIND__EVENT_SAVE)
 			fake_send_event(f, ci, kind, f->tr_event, p->id, true,
 					p->chunk_size, NULL, p->n_chunks, 0);
@@ -348,7 +349,7 @@ static FAKE_UNUSED void fake_round(struct fake *f, int kind)
 		else
 			fake_send_event(f, ci, kind, f->tr_event, p->id, false,
 					NULL, NULL, 0, 0);
-		f->tr_release = f->send_release;
+		f->tr_release |= f->send_release;
 		f->send_release = false;
 	}
 }
