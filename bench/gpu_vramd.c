@@ -25,6 +25,10 @@
  * as an engine runs between a wake and its next sleep (then the daemon has
  * let its chunk fds go: daemon/fd_drop.h); 0, the default, pauses right
  * after the resume. Work, not sleep: an idle H200 slows down.
+ *
+ * BENCH_DAEMON_LOG=1 prints the daemon's log at the end (where each pause
+ * and resume went); BENCH_DAEMON_LOG=debug runs it at debug, which times
+ * each chunk's create and export too.
  */
 #include "gpu_bench.h"
 #include "harness.h"
@@ -238,9 +242,13 @@ int main(int argc, char **argv)
 	bench_gpu_init();
 	bench_csv_open(csv);
 
+	/* BENCH_DAEMON_LOG=debug: the daemon's debug log (each chunk's
+	 * create and export timed), printed as for 1. */
+	const char *show = getenv("BENCH_DAEMON_LOG");
+	bool debug = show && strcmp(show, "debug") == 0;
 	const char *const extra[] = {
 		"--backend",	    "cuda",	   "--chunk-max",
-		chunk_max,	    "--log-level", "info",
+		chunk_max,	    "--log-level", debug ? "debug" : "info",
 		"--ack-timeout-ms", "60000",	   NULL
 	};
 	int r = harness_daemon_start(&d, extra);
@@ -284,8 +292,7 @@ int main(int argc, char **argv)
 	/* The daemon's own timing of each pause and resume (where the time
 	 * went: mappers, chunks, the device), when asked: read before the
 	 * stop, which removes the daemon's directory. */
-	const char *show = getenv("BENCH_DAEMON_LOG");
-	char *log = show && strcmp(show, "1") == 0 ?
+	char *log = show && (debug || strcmp(show, "1") == 0) ?
 			    strdup(harness_daemon_log(&d)) :
 			    NULL;
 	r = harness_daemon_stop(&d);
