@@ -17,7 +17,12 @@ four pinning threads (whether a save could hide the pin behind the
 faulting in).
 
     bench/host_pin.py [--size-gib 16] [--threads 1,8] [--slices 256,1024]
-                      [--rounds 2] [--no-overlap]
+                      [--rounds 2] [--no-overlap] [--dir DIR]
+                      [--kinds memfd,anon,hostalloc]
+
+--dir puts the "memfd" cases' pages in an unnamed file of DIR instead
+(O_TMPFILE), as vramd's host_backup_dir does: a tmpfs mounted
+huge=within_size gives them huge pages whatever shmem_enabled says.
 
 Prints one line per case, ms and GB/s. Needs libcuda and a GPU.
 """
@@ -95,10 +100,16 @@ def timed(fn):
     return (time.perf_counter() - t0) * 1e3
 
 
+BACKUP_DIR = None  # --dir
+
+
 def memfd_map(size):
-    """A memfd of size bytes mapped shared, as libvram maps a backup:
-    (fd, address)."""
-    fd = check_libc(libc.memfd_create(b"host_pin", MFD_CLOEXEC), "memfd_create")
+    """A memfd (or an unnamed file of --dir) of size bytes mapped shared,
+    as libvram maps a backup: (fd, address)."""
+    if BACKUP_DIR:
+        fd = os.open(BACKUP_DIR, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    else:
+        fd = check_libc(libc.memfd_create(b"host_pin", MFD_CLOEXEC), "memfd_create")
     os.ftruncate(fd, size)
     return fd, check_libc(libc.mmap(None, size, PROT_RW, MAP_SHARED, fd, 0), "mmap")
 
@@ -227,7 +238,12 @@ def main():
     ap.add_argument("--slices", default="256,1024")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-overlap", action="store_true", help="leave out the overlapped populate-and-pin cases")
+    ap.add_argument("--dir", help="the memfd cases' pages in an unnamed file of DIR (a huge-page tmpfs, say)")
+    ap.add_argument("--kinds", default="memfd,anon,hostalloc", help="subset of memfd,anon,hostalloc")
     a = ap.parse_args()
+    global BACKUP_DIR
+    BACKUP_DIR = a.dir
+    kinds = a.kinds.split(",")
     size = a.size_gib * GiB
     cu = Cuda()
     dev = ctypes.c_uint64()
@@ -239,9 +255,10 @@ def main():
         shm = open("/sys/kernel/mm/transparent_hugepage/shmem_enabled").read().strip()
     except OSError:
         thp = shm = "?"
-    print(f"host_pin: {a.size_gib} GiB, {os.cpu_count()} CPUs, THP {thp}, shmem THP {shm}; ms (GB/s)")
+    where = f"; memfd cases in {a.dir}" if a.dir else ""
+    print(f"host_pin: {a.size_gib} GiB, {os.cpu_count()} CPUs, THP {thp}, shmem THP {shm}{where}; ms (GB/s)")
     for r in range(a.rounds):
-        for kind in ("memfd", "anon"):
+        for kind in [k for k in ("memfd", "anon") if k in kinds]:
             for huge in ((False,) if kind == "memfd" else (False, True)):
                 for th in [int(x) for x in a.threads.split(",")]:
                     for sl in [int(x) for x in a.slices.split(",")]:
@@ -250,14 +267,14 @@ def main():
                         print(f"  round {r} {name:28s} populate {p:8.1f} ({rate(p):5.1f})  register {g:7.1f} ({rate(g):5.1f})"
                               f"  unregister {u:7.1f}  give back {f:7.1f}  pause-side total {p + g:8.1f}"
                               f"  copy to host {d2h:6.1f} ({rate(d2h):4.1f}) to device {h2d:6.1f} ({rate(h2d):4.1f})", flush=True)
-        for th in [int(x) for x in a.threads.split(",")] if not a.no_overlap else []:
+        for th in [int(x) for x in a.threads.split(",")] if not a.no_overlap and "memfd" in kinds else []:
             for sl in [int(x) for x in a.slices.split(",")]:
                 for rt in (1, 4):
                     t, u, f = case_overlap(cu, size, th, sl, rt)
                     name = f"memfd {th:2d} thr {sl:5d} MiB, {rt} pinning"
                     print(f"  round {r} {name:28s} populate+pin overlapped {t:8.1f} ({rate(t):5.1f})"
                           f"  unregister {u:7.1f}  give back {f:7.1f}", flush=True)
-        for piece in (64 * MiB, size):
+        for piece in (64 * MiB, size) if "hostalloc" in kinds else ():
             al, fr, d2h, h2d = case_hostalloc(cu, dev, size, piece)
             name = f"cuMemHostAlloc {piece // MiB} MiB"
             print(f"  round {r} {name:28s} alloc {al:8.1f} ({rate(al):5.1f})  free {fr:7.1f}"
