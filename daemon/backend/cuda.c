@@ -2,12 +2,11 @@
 /* The CUDA backend: physical GPU memory made with the driver's VMM API and
  * exported as POSIX fds.
  *
- * The daemon creates no CUDA context unless VRAM_CUDA_CONTEXT=1 asks it
- * to (to measure what one would change). cuMemCreate and
- * cuMemExportToShareableHandle work with none current (measured on an
- * H200, see docs/gpu.md), and a context would cost the daemon ~518 MiB of
- * the memory it brokers. Free memory comes from NVML, which needs no
- * context either.
+ * The daemon never creates a CUDA context. cuMemCreate and
+ * cuMemExportToShareableHandle work with none current, and no faster with
+ * one (measured on an H200, see docs/gpu.md), and a context would cost
+ * the daemon ~518 MiB of the memory it brokers. Free memory comes from
+ * NVML, which needs no context either.
  *
  * A chunk's creating handle is kept beside its exported fd. The driver
  * frees the memory when the last fd, handle, import and mapping of it are
@@ -83,9 +82,6 @@ struct cuda_backend {
 	int warned_no_nvml;
 	struct releaser releaser;
 	struct cuda_pump *pump; /* NULL: none (VRAM_CUDA_PUMP_MS=0) */
-	/* Each device's primary context, made current on the loop thread
-	 * before its creates and exports; NULL: none (the default). */
-	CUcontext ctx[BACKEND_MAX_DEVICES];
 };
 
 static struct cuda_backend *cuda_of(struct backend *b)
@@ -241,64 +237,12 @@ static void cuda_prop(CUmemAllocationProp *prop, const struct cuda_backend *cb,
 	prop->allocFlags.gpuDirectRDMACapable = cb->rdma[i];
 }
 
-/* ---- the optional context ---------------------------------------------- */
-
-/* VRAM_CUDA_CONTEXT=1: the daemon retains each device's primary context,
- * at the device memory it costs, so that a run can tell what the creates
- * and exports of a context-less daemon pay (docs/gpu.md). */
-static bool cuda_context_wanted(void)
-{
-	const char *bad;
-	bool on = env_unsigned("VRAM_CUDA_CONTEXT", 0, 0, 1, &bad) != 0;
-
-	if (bad)
-		log_warn("cuda: VRAM_CUDA_CONTEXT=%s ignored (0 or 1)", bad);
-	return on;
-}
-
-static void cuda_contexts_retain(struct cuda_backend *cb)
-{
-	for (unsigned i = 0; i < cb->base.n_devices; i++) {
-		CUresult cr =
-			cb->cu.cuDevicePrimaryCtxRetain(&cb->ctx[i], cb->cudev[i]);
-		if (cr != CUDA_SUCCESS) {
-			log_warn("cuda: device %u: no context (%s): its chunks "
-				 "are made without one",
-				 i, cuda_strerror(&cb->cu, cr));
-			cb->ctx[i] = NULL;
-			continue;
-		}
-		log_warn("cuda: device %u: vramd holds a context "
-			 "(VRAM_CUDA_CONTEXT=1), at the device memory it costs",
-			 i);
-	}
-}
-
-static void cuda_contexts_release(struct cuda_backend *cb)
-{
-	for (unsigned i = 0; i < cb->base.n_devices; i++) {
-		if (!cb->ctx[i])
-			continue;
-		cb->cu.cuCtxSetCurrent(NULL);
-		cb->cu.cuDevicePrimaryCtxRelease(cb->cudev[i]);
-		cb->ctx[i] = NULL;
-	}
-}
-
-/* The device's context current on this thread, where there is one. */
-static void cuda_context_enter(struct cuda_backend *cb, unsigned dev)
-{
-	if (cb->ctx[dev])
-		cb->cu.cuCtxSetCurrent(cb->ctx[dev]);
-}
-
 static void cuda_destroy(struct backend *b)
 {
 	struct cuda_backend *cb = cuda_of(b);
 
 	cuda_pump_close(cb->pump);
 	releaser_destroy(&cb->releaser);
-	cuda_contexts_release(cb);
 	nvml_close(cb->nvml);
 	/* libcuda stays loaded: its threads outlive any dlclose. */
 	free(cb);
@@ -342,13 +286,11 @@ static void cuda_handle_release(const struct cuda_driver *cu,
 
 /* Exports c->handle as c->fd (CLOEXEC): when the chunk is made, and
  * again after an idle pool let the fd go. */
-static int cuda_chunk_export(struct backend *b, unsigned dev,
+static int cuda_chunk_export(struct backend *b, unsigned dev UNUSED,
 			     struct chunk *c)
 {
 	const struct cuda_driver *cu = &cuda_of(b)->cu;
 	int fd = -1;
-
-	cuda_context_enter(cuda_of(b), dev);
 	CUresult cr = cu->cuMemExportToShareableHandle(
 		&fd, (CUmemGenericAllocationHandle)c->handle,
 		CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
@@ -380,7 +322,6 @@ static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 	CUresult cr;
 	int64_t t = clock_now_ns();
 
-	cuda_context_enter(cb, dev);
 	cuda_prop(&prop, cb, dev);
 	cr = cu->cuMemCreate(&h, c->size, &prop, 0);
 	if (cr != CUDA_SUCCESS) {
@@ -402,9 +343,9 @@ static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 		return r;
 	}
 	log_debug("cuda: made a %llu MiB chunk on device %u: create %.3f ms, "
-		  "export %.3f ms%s",
+		  "export %.3f ms",
 		  (unsigned long long)(c->size >> 20), dev, create_ms,
-		  clock_lap_ms(&t), cb->ctx[dev] ? " (a context current)" : "");
+		  clock_lap_ms(&t));
 	return r;
 }
 
@@ -597,7 +538,7 @@ static unsigned cuda_release_threads(void)
 
 /* Opens the CUDA backend: loads libcuda.so.1, cuInit, one backend device per
  * CUDA device (CUDA_VISIBLE_DEVICES applies), NVML when present. Creates no
- * context unless VRAM_CUDA_CONTEXT=1. -ENOENT without the driver library, -ENODEV without a usable
+ * context. -ENOENT without the driver library, -ENODEV without a usable
  * device, -ENOSYS for a driver older than CUDA 11.4. */
 int backend_cuda_open(const struct backend_config *cfg UNUSED, struct backend **out)
 {
@@ -635,9 +576,8 @@ int backend_cuda_open(const struct backend_config *cfg UNUSED, struct backend **
 		count = BACKEND_MAX_DEVICES;
 	}
 	cb->cu.cuDriverGetVersion(&version);
-	bool ctx = cuda_context_wanted();
-	log_info("cuda: driver API %d.%d, %d device(s)%s", version / 1000,
-		 version % 1000 / 10, count, ctx ? "" : "; no context in vramd");
+	log_info("cuda: driver API %d.%d, %d device(s); no context in vramd",
+		 version / 1000, version % 1000 / 10, count);
 	r = nvml_open(&cb->nvml);
 	if (r < 0) {
 		cb->nvml = NULL;
@@ -666,8 +606,6 @@ int backend_cuda_open(const struct backend_config *cfg UNUSED, struct backend **
 		return r;
 	}
 	releaser_init(&cb->releaser, &cb->cu, cuda_release_threads());
-	if (ctx)
-		cuda_contexts_retain(cb);
 	*out = &cb->base;
 	return 0;
 }

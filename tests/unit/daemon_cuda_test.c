@@ -299,41 +299,6 @@ TEST(fake_chunk_holds_its_fd_and_handle_until_released)
 	backend_destroy(b);
 }
 
-/* The daemon holds no context unless VRAM_CUDA_CONTEXT=1 asks for one
- * (an experiment: docs/gpu.md); then each device's primary context is
- * current for its creates and is released at the end. A bad value holds
- * none. */
-TEST(fake_context_only_when_asked)
-{
-	static const char *const vals[] = { NULL, "0", "2", "1" };
-	const char *had = getenv("FAKE_CUDA_DEVICES");
-	char *devices = had ? strdup(had) : NULL;
-	setenv("FAKE_CUDA_DEVICES", "2", 1);
-	for (unsigned i = 0; i < 4; i++) {
-		bool on = i == 3;
-		if (vals[i])
-			setenv("VRAM_CUDA_CONTEXT", vals[i], 1);
-		else
-			unsetenv("VRAM_CUDA_CONTEXT");
-		struct backend *b = fake_open();
-		struct chunk c = { .size = GRAN, .fd = -1 };
-		ASSERT_EQ(fake_count("retained"), on ? 2 : 0);
-		ASSERT_OK(backend_chunk_create(b, 1, &c));
-		ASSERT_EQ(fake_count("ctx_depth"), on ? 1 : 0);
-		backend_chunk_release(b, 1, &c);
-		backend_settle(b);
-		backend_destroy(b);
-		ASSERT_EQ(fake_count("retained"), 0);
-		ASSERT_EQ(fake_count("ctx_depth"), 0);
-	}
-	unsetenv("VRAM_CUDA_CONTEXT");
-	if (devices)
-		setenv("FAKE_CUDA_DEVICES", devices, 1);
-	else
-		unsetenv("FAKE_CUDA_DEVICES");
-	free(devices);
-}
-
 /* A chunk whose fd is let go stays allocated by its handle, and is
  * exported again as the same memory; its release frees it. A chunk with
  * no handle (one recovered from the fd store) keeps its fd. */
