@@ -242,8 +242,7 @@ int main(int argc, char **argv)
 	bench_gpu_init();
 	bench_csv_open(csv);
 
-	/* BENCH_DAEMON_LOG=debug: the daemon's debug log (each chunk's
-	 * create and export timed), printed as for 1. */
+	/* BENCH_DAEMON_LOG (the top of this file). */
 	const char *show = getenv("BENCH_DAEMON_LOG");
 	bool debug = show && strcmp(show, "debug") == 0;
 	const char *const extra[] = {

@@ -346,7 +346,7 @@ static int cuda_chunk_make(struct cuda_backend *cb, unsigned dev,
 		  "export %.3f ms",
 		  (unsigned long long)(c->size >> 20), dev, create_ms,
 		  clock_lap_ms(&t));
-	return r;
+	return 0;
 }
 
 /* A device that claims GPUDirect RDMA with VMM but refuses the flag (or
